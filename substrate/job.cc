@@ -1,0 +1,844 @@
+// job.cc — start-up, loss detection and the collective end (see job.h).
+//
+// Control messages are framed as {u32 type, u32 length, payload}.  Only the
+// monitor thread reads the connections once it runs; any thread may write
+// (under the connection's mutex).  Costs: one heartbeat per peer every
+// TMK_PEER_TIMEOUT/4 seconds; nothing on the data path.
+#include "job.h"
+
+#include <fcntl.h>
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "log.h"
+
+namespace tmk {
+
+namespace {
+
+enum control_type : std::uint32_t {
+  control_hello = 1,      // rank + secret (TCP modes)
+  control_blob = 2,       // start-up blob of the sender
+  control_table = 3,      // every blob, from process 0
+  control_heartbeat = 4,  //
+  control_bye = 5,        // the sender called finish with this status
+  control_fin = 6,        // every process called finish
+  control_abort = 7,      // "rank text": a process stopped the job
+  control_lost = 8,       // "rank text": process 0 lost a process
+};
+
+struct frame_header {
+  std::uint32_t type;
+  std::uint32_t length;
+};
+
+constexpr std::uint32_t max_control_payload = 64u << 20;
+
+job* current_job = nullptr;
+
+std::string encode_blobs(const std::vector<std::string>& blobs) {
+  std::string out;
+  for (const auto& blob : blobs) {
+    std::uint32_t length = static_cast<std::uint32_t>(blob.size());
+    out.append(reinterpret_cast<const char*>(&length), sizeof length);
+    out += blob;
+  }
+  return out;
+}
+
+result<std::vector<std::string>> decode_blobs(const std::string& data, int count) {
+  std::vector<std::string> blobs;
+  std::size_t at = 0;
+  for (int i = 0; i < count; ++i) {
+    std::uint32_t length;
+    if (at + sizeof length > data.size())
+      return status(status_code::protocol_error, "truncated start-up table");
+    memcpy(&length, data.data() + at, sizeof length);
+    at += sizeof length;
+    if (at + length > data.size())
+      return status(status_code::protocol_error, "truncated start-up table");
+    blobs.push_back(data.substr(at, length));
+    at += length;
+  }
+  return blobs;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i == 8 && ranks.size() > 10) {
+      text += " and " + std::to_string(ranks.size() - 8) + " more";
+      break;
+    }
+    text += (i ? ", " : "") + std::to_string(ranks[i]);
+  }
+  return text;
+}
+
+bool launched_by_mpi() {
+  return getenv("OMPI_COMM_WORLD_SIZE") != nullptr || getenv("PMIX_RANK") != nullptr ||
+         getenv("PMI_RANK") != nullptr;
+}
+
+std::string random_secret() {
+  std::random_device device;
+  char text[33];
+  snprintf(text, sizeof text, "%08x%08x%08x%08x", device(), device(), device(), device());
+  return text;
+}
+
+}  // namespace
+
+struct job::connection {
+  int rank = -1;
+  int fd = -1;
+  pid_t pid = -1;  // fork mode, at process 0
+  std::mutex write_mutex;
+  std::string input;  // bytes read but not yet a whole frame
+  steady_time last_heard = std::chrono::steady_clock::now();
+  bool open = true;
+  bool said_bye = false;
+};
+
+const char* launch_mode_name(launch_mode mode) {
+  switch (mode) {
+    case launch_mode::single: return "single";
+    case launch_mode::fork: return "fork";
+    case launch_mode::mpi: return "mpi";
+    case launch_mode::manual: return "manual";
+  }
+  return "?";
+}
+
+job* job::current() { return current_job; }
+
+job::job(const launch_config& config, launch_mode mode, int rank, int size)
+    : config_(config), mode_(mode), rank_(rank), size_(size) {
+  failure_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+job::~job() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_monitor_ = true;
+  }
+  std::uint64_t one = 1;
+  ssize_t ignored = write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+  if (monitor_.joinable()) monitor_.join();
+  for (auto& connection : connections_)
+    if (connection && connection->fd >= 0) close(connection->fd);
+  close(failure_fd_);
+  close(wake_fd_);
+  if (current_job == this) current_job = nullptr;
+}
+
+result<std::unique_ptr<job>> job::start(const launch_config& config, int nprocs_option) {
+  if (current_job != nullptr)
+    return status(status_code::invalid_argument, "the job was already started");
+  std::unique_ptr<job> started;
+  status outcome;
+  if (launched_by_mpi()) {
+    if (config.manual_rank)
+      return status(status_code::invalid_argument,
+                    "TMK_RANK is set but the process was started by mpirun; unset one of them");
+    started.reset(new job(config, launch_mode::mpi, 0, 0));
+    current_job = started.get();
+    outcome = started->start_mpi();
+    if (outcome && nprocs_option != 0 && nprocs_option != started->size_)
+      outcome = status(status_code::invalid_argument,
+                       "-n " + std::to_string(nprocs_option) + " disagrees with the " +
+                           std::to_string(started->size_) + " processes mpirun started");
+  } else if (config.manual_rank) {
+    int nprocs = config.nprocs;
+    if (nprocs_option != 0 && nprocs_option != nprocs)
+      return status(status_code::invalid_argument,
+                    "-n " + std::to_string(nprocs_option) + " disagrees with TMK_NPROCS=" +
+                        std::to_string(nprocs));
+    started.reset(new job(config, launch_mode::manual, *config.manual_rank, nprocs));
+    current_job = started.get();
+    log_set_rank(started->rank_);
+    outcome = started->start_manual();
+  } else {
+    int nprocs = nprocs_option != 0 ? nprocs_option : (config.nprocs != 0 ? config.nprocs : 1);
+    launch_mode mode = nprocs == 1 ? launch_mode::single : launch_mode::fork;
+    started.reset(new job(config, mode, 0, nprocs));
+    current_job = started.get();
+    log_set_rank(0);
+    outcome = mode == launch_mode::fork ? started->start_fork(nprocs) : status::ok();
+  }
+  if (!outcome) {
+    current_job = nullptr;
+    return outcome;
+  }
+  return started;
+}
+
+status job::start_fork(int nprocs) {
+  connections_.resize(nprocs);
+  std::vector<int> child_ends(nprocs, -1);
+  for (int child = 1; child < nprocs; ++child) {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+      return errno_status("socketpair for process " + std::to_string(child));
+    connections_[child] = std::make_unique<connection>();
+    connections_[child]->rank = child;
+    connections_[child]->fd = pair[0];
+    child_ends[child] = pair[1];
+  }
+  fflush(stdout);
+  fflush(stderr);
+  for (int child = 1; child < nprocs; ++child) {
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      status error = errno_status("fork of process " + std::to_string(child));
+      for (int started = 1; started < child; ++started) kill(connections_[started]->pid, SIGKILL);
+      return error;
+    }
+    if (pid == 0) {
+      // The child: keep only its own end, as connection [0] to process 0.
+      rank_ = child;
+      log_set_rank(child);
+      int mine = child_ends[child];
+      for (int other = 1; other < nprocs; ++other) {
+        close(connections_[other]->fd);
+        if (other != child) close(child_ends[other]);
+      }
+      connections_.clear();
+      connections_.resize(1);
+      connections_[0] = std::make_unique<connection>();
+      connections_[0]->rank = 0;
+      connections_[0]->fd = mine;
+      int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+      if (null_fd >= 0) {
+        dup2(null_fd, STDIN_FILENO);
+        if (!config_.all_stdout) dup2(null_fd, STDOUT_FILENO);
+        close(null_fd);
+      }
+      return status::ok();
+    }
+    connections_[child]->pid = pid;
+    close(child_ends[child]);
+  }
+  return status::ok();
+}
+
+status job::accept_children(int listen_fd, const std::string& where) {
+  steady_time deadline = std::chrono::steady_clock::now() +
+                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(config_.connect_timeout));
+  int arrived = 0;
+  while (arrived < size_ - 1) {
+    auto accepted = accept_until(listen_fd, deadline);
+    if (!accepted) {
+      if (accepted.error().code() != status_code::timeout) return accepted.error();
+      std::vector<int> missing;
+      for (int rank = 1; rank < size_; ++rank)
+        if (!connections_[rank]) missing.push_back(rank);
+      status late(status_code::timeout,
+                  "process" + std::string(missing.size() > 1 ? "es " : " ") + rank_list(missing) +
+                      " did not arrive at " + where + " within " +
+                      std::to_string(config_.connect_timeout) + " s (TMK_CONNECT_TIMEOUT)",
+                  missing.front());
+      abort_start(late.message());
+      return late;
+    }
+    auto candidate = std::make_unique<connection>();
+    candidate->fd = *accepted;
+    std::uint32_t type;
+    std::string payload;
+    steady_time hello_deadline = std::min(deadline, std::chrono::steady_clock::now() +
+                                                        std::chrono::seconds(5));
+    status got = read_control(*candidate, type, payload, hello_deadline);
+    int claimed = -1;
+    std::string secret;
+    if (got && type == control_hello && payload.size() >= 4) {
+      std::uint32_t rank;
+      memcpy(&rank, payload.data(), 4);
+      claimed = static_cast<int>(rank);
+      secret = payload.substr(4);
+    }
+    if (claimed < 1 || claimed >= size_ || connections_[claimed] || secret != config_.secret) {
+      TMK_LOG(warn, "rejected a connection at %s: %s", where.c_str(),
+              !got ? got.message().c_str()
+                   : (claimed < 1 || claimed >= size_) ? "not a process of this job"
+                   : connections_[claimed] ? "rank already taken"
+                                           : "wrong job secret");
+      close(candidate->fd);
+      continue;
+    }
+    candidate->rank = claimed;
+    candidate->last_heard = std::chrono::steady_clock::now();
+    connections_[claimed] = std::move(candidate);
+    ++arrived;
+  }
+  return status::ok();
+}
+
+status job::start_manual() {
+  auto root = parse_host_port(*config_.root);
+  if (!root) return status(root.error()).context("TMK_ROOT");
+  connections_.resize(rank_ == 0 ? size_ : 1);
+  if (size_ == 1) return status::ok();
+  if (rank_ == 0) {
+    auto listening = tcp_listen(root->second, size_);
+    if (!listening) return status(listening.error()).context("process 0 listening at TMK_ROOT");
+    status outcome = accept_children(*listening, *config_.root);
+    close(*listening);
+    return outcome;
+  }
+  steady_time deadline = std::chrono::steady_clock::now() +
+                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(config_.connect_timeout));
+  auto connected = tcp_connect(root->first, root->second, deadline);
+  if (!connected)
+    return status(status_code::timeout,
+                  "process 0 did not arrive at " + *config_.root + ": " +
+                      connected.error().message(),
+                  0);
+  connections_[0] = std::make_unique<connection>();
+  connections_[0]->rank = 0;
+  connections_[0]->fd = *connected;
+  std::uint32_t rank = static_cast<std::uint32_t>(rank_);
+  std::string hello(reinterpret_cast<const char*>(&rank), 4);
+  return send_control(*connections_[0], control_hello, hello + config_.secret);
+}
+
+status job::start_mpi() {
+  int provided;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS)
+    return status(status_code::transport_error, "MPI_Init failed");
+  mpi_initialized_ = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  log_set_rank(rank_);
+  if (size_ > max_processes)
+    return status(status_code::invalid_argument,
+                  "mpirun started " + std::to_string(size_) + " processes; the limit is " +
+                      std::to_string(max_processes));
+  connections_.resize(rank_ == 0 ? size_ : 1);
+  if (size_ == 1) return status::ok();
+
+  // Process 0 publishes where it listens (every address it has, a port and
+  // a fresh secret) once through MPI; the control star then runs over TCP.
+  std::string announcement;
+  int listen_fd = -1;
+  if (rank_ == 0) {
+    auto listening = tcp_listen(0, size_);
+    if (!listening) return listening.error();
+    listen_fd = *listening;
+    auto port = local_port(listen_fd);
+    if (!port) return port.error();
+    config_.secret = random_secret();
+    announcement = config_.secret + " " + std::to_string(*port);
+    for (const auto& address : local_addresses()) announcement += " " + address;
+  }
+  int length = static_cast<int>(announcement.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  announcement.resize(length);
+  MPI_Bcast(announcement.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (rank_ == 0) {
+    status outcome = accept_children(listen_fd, "process 0's control port");
+    close(listen_fd);
+    return outcome;
+  }
+  std::vector<std::string> words;
+  for (std::size_t at = 0; at < announcement.size();) {
+    std::size_t end = announcement.find(' ', at);
+    if (end == std::string::npos) end = announcement.size();
+    words.push_back(announcement.substr(at, end - at));
+    at = end + 1;
+  }
+  if (words.size() < 3) return status(status_code::protocol_error, "bad control announcement");
+  config_.secret = words[0];
+  auto port = static_cast<std::uint16_t>(std::stoi(words[1]));
+  std::string tried;
+  for (std::size_t i = 2; i < words.size(); ++i) {
+    steady_time deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    auto connected = tcp_connect(words[i], port, deadline);
+    if (!connected) {
+      tried += " " + words[i];
+      continue;
+    }
+    connections_[0] = std::make_unique<connection>();
+    connections_[0]->rank = 0;
+    connections_[0]->fd = *connected;
+    std::uint32_t rank = static_cast<std::uint32_t>(rank_);
+    std::string hello(reinterpret_cast<const char*>(&rank), 4);
+    return send_control(*connections_[0], control_hello, hello + config_.secret);
+  }
+  return status(status_code::timeout, "cannot reach process 0's control port at" + tried, 0);
+}
+
+status job::send_control(connection& to, std::uint32_t type, const std::string& payload) {
+  frame_header header{type, static_cast<std::uint32_t>(payload.size())};
+  std::string frame(reinterpret_cast<const char*>(&header), sizeof header);
+  frame += payload;
+  std::lock_guard lock(to.write_mutex);
+  if (to.fd < 0) return status(status_code::peer_lost, "connection closed", to.rank);
+  return send_all(to.fd, frame.data(), frame.size());
+}
+
+status job::read_control(connection& from, std::uint32_t& type, std::string& payload,
+                         steady_time deadline) {
+  frame_header header;
+  status got = recv_all(from.fd, &header, sizeof header, deadline);
+  if (!got) return got;
+  if (header.length > max_control_payload)
+    return status(status_code::protocol_error, "oversized control message");
+  payload.resize(header.length);
+  got = recv_all(from.fd, payload.data(), header.length, deadline);
+  if (!got) return got;
+  type = header.type;
+  from.last_heard = std::chrono::steady_clock::now();
+  return status::ok();
+}
+
+result<std::vector<std::string>> job::allgather(const std::string& mine) {
+  if (size_ == 1) return std::vector<std::string>{mine};
+  if (mode_ == launch_mode::mpi) {
+    int length = static_cast<int>(mine.size());
+    std::vector<int> lengths(size_), offsets(size_);
+    MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    int total = 0;
+    for (int rank = 0; rank < size_; ++rank) {
+      offsets[rank] = total;
+      total += lengths[rank];
+    }
+    std::string all(total, '\0');
+    MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                   MPI_CHAR, MPI_COMM_WORLD);
+    std::vector<std::string> blobs;
+    for (int rank = 0; rank < size_; ++rank) blobs.push_back(all.substr(offsets[rank], lengths[rank]));
+    return blobs;
+  }
+
+  steady_time deadline = std::chrono::steady_clock::now() +
+                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(config_.connect_timeout));
+  if (rank_ != 0) {
+    std::uint32_t rank = static_cast<std::uint32_t>(rank_);
+    status sent = send_control(*connections_[0], control_blob,
+                               std::string(reinterpret_cast<const char*>(&rank), 4) + mine);
+    if (!sent) return status(status_code::peer_lost, "process 0 is gone: " + sent.message(), 0);
+    // Process 0 answers with the table, or tells why the job cannot start.
+    deadline += std::chrono::seconds(5);
+    std::uint32_t type;
+    std::string payload;
+    status got = read_control(*connections_[0], type, payload, deadline);
+    if (!got)
+      return status(got.code() == status_code::timeout ? status_code::timeout
+                                                       : status_code::peer_lost,
+                    "waiting for process 0 at start-up: " + got.message(), 0);
+    if (type == control_abort)
+      return status(status_code::timeout, "process 0 stopped the job: " + payload.substr(4), 0);
+    if (type != control_table)
+      return status(status_code::protocol_error, "unexpected start-up message", 0);
+    return decode_blobs(payload, size_);
+  }
+
+  std::vector<std::string> blobs(size_);
+  std::vector<bool> arrived(size_, false);
+  blobs[0] = mine;
+  arrived[0] = true;
+  int missing = size_ - 1;
+  status outcome;
+  while (missing > 0 && outcome) {
+    std::vector<pollfd> fds;
+    std::vector<int> ranks;
+    for (int rank = 1; rank < size_; ++rank)
+      if (!arrived[rank]) {
+        fds.push_back({connections_[rank]->fd, POLLIN, 0});
+        ranks.push_back(rank);
+      }
+    double left = seconds_until(deadline);
+    int ready = left <= 0 ? 0 : poll(fds.data(), fds.size(), static_cast<int>(left * 1000) + 1);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      std::vector<int> late;
+      for (int rank = 1; rank < size_; ++rank)
+        if (!arrived[rank]) late.push_back(rank);
+      outcome = status(status_code::timeout,
+                       "process" + std::string(late.size() > 1 ? "es " : " ") + rank_list(late) +
+                           " did not arrive within " + std::to_string(config_.connect_timeout) +
+                           " s (TMK_CONNECT_TIMEOUT)",
+                       late.front());
+      break;
+    }
+    for (std::size_t i = 0; i < fds.size() && outcome; ++i) {
+      if (fds[i].revents == 0) continue;
+      connection& from = *connections_[ranks[i]];
+      std::uint32_t type;
+      std::string payload;
+      status got = read_control(from, type, payload, deadline);
+      if (!got || type != control_blob || payload.size() < 4) {
+        outcome = status(status_code::peer_lost,
+                         "process " + std::to_string(from.rank) + " " +
+                             (got ? std::string("sent a bad start-up message") : death_reason(from)) +
+                             " during start-up",
+                         from.rank);
+        break;
+      }
+      blobs[from.rank] = payload.substr(4);
+      arrived[from.rank] = true;
+      --missing;
+    }
+  }
+  if (!outcome) {
+    abort_start(outcome.message());
+    return outcome;
+  }
+  std::string table = encode_blobs(blobs);
+  for (int rank = 1; rank < size_; ++rank) {
+    status sent = send_control(*connections_[rank], control_table, table);
+    if (!sent)
+      return status(status_code::peer_lost,
+                    "process " + std::to_string(rank) + " is gone: " + sent.message(), rank);
+  }
+  return blobs;
+}
+
+// Process 0 cannot start the job: tells every process that came why, and
+// lets the message arrive before the connections close (closing with
+// unread input would reset them and lose it).
+void job::abort_start(const std::string& why) {
+  broadcast(control_abort, std::string(4, '\0') + why, -1);
+  for (auto& to : connections_)
+    if (to && to->fd >= 0) shutdown(to->fd, SHUT_WR);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  for (auto& to : connections_) {
+    if (!to || to->fd < 0) continue;
+    char sink[4096];
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd wait{to->fd, POLLIN, 0};
+      if (poll(&wait, 1, 50) <= 0) continue;
+      if (recv(to->fd, sink, sizeof sink, MSG_DONTWAIT) <= 0) break;
+    }
+  }
+}
+
+void job::broadcast(std::uint32_t type, const std::string& payload, int except_rank) {
+  for (auto& to : connections_)
+    if (to && to->rank != except_rank && to->open) send_control(*to, type, payload);
+}
+
+void job::start_monitor() {
+  if (size_ == 1 || monitor_.joinable()) return;
+  monitor_ = std::thread([this] { monitor_loop(); });
+}
+
+status job::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+void job::add_failure_listener(std::function<void()> listener) {
+  std::lock_guard lock(mutex_);
+  failure_listeners_.push_back(std::move(listener));
+}
+
+void job::monitor_loop() {
+  using namespace std::chrono;
+  const auto interval = duration_cast<steady_clock::duration>(
+      duration<double>(std::max(0.05, config_.peer_timeout / 4)));
+  const auto timeout = duration_cast<steady_clock::duration>(duration<double>(config_.peer_timeout));
+  steady_time last_beat = steady_clock::now();
+  steady_time failed_at{};
+  for (auto& from : connections_)
+    if (from) from->last_heard = steady_clock::now();
+
+  while (true) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stop_monitor_) return;
+    }
+    std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
+    std::vector<connection*> watched;
+    for (auto& from : connections_)
+      if (from && from->open) {
+        fds.push_back({from->fd, POLLIN, 0});
+        watched.push_back(from.get());
+      }
+    int wait_ms = static_cast<int>(duration_cast<milliseconds>(interval).count());
+    if (failed()) wait_ms = 100;
+    int ready = poll(fds.data(), fds.size(), wait_ms);
+    if (ready < 0 && errno != EINTR) {
+      TMK_LOG(error, "monitor: poll: %s", strerror(errno));
+      return;
+    }
+    if (ready > 0) {
+      if (fds[0].revents) {
+        std::uint64_t drained;
+        ssize_t ignored = read(wake_fd_, &drained, sizeof drained);
+        (void)ignored;
+      }
+      for (std::size_t i = 1; i < fds.size(); ++i)
+        if (fds[i].revents) handle_readable(*watched[i - 1]);
+    }
+    steady_time now = steady_clock::now();
+    if (now - last_beat >= interval) {
+      last_beat = now;
+      broadcast(control_heartbeat, {}, -1);
+    }
+    if (!finishing_.load() && !failed()) {
+      for (auto& from : connections_)
+        if (from && from->open && !from->said_bye && now - from->last_heard > timeout) {
+          peer_gone(*from, "sent no sign of life for " + std::to_string(config_.peer_timeout) +
+                               " s (stopped or hung; TMK_PEER_TIMEOUT)");
+          break;
+        }
+    }
+    // A failure nobody is waiting on: give a waiter a moment to report it
+    // with what it was doing, then report it here.
+    if (failed()) {
+      if (failed_at == steady_time{}) failed_at = now;
+      if (now - failed_at > milliseconds(1000)) {
+        status lost = failure();
+        fatal_lost(lost, "its computation");
+      }
+    }
+  }
+}
+
+void job::handle_readable(connection& from) {
+  char chunk[65536];
+  ssize_t got = recv(from.fd, chunk, sizeof chunk, MSG_DONTWAIT);
+  if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (got <= 0) {
+    from.open = false;
+    bool expected = finishing_.load() && (rank_ == 0 ? from.said_bye : fin_received_);
+    if (!expected) peer_gone(from, death_reason(from));
+    return;
+  }
+  from.last_heard = std::chrono::steady_clock::now();
+  from.input.append(chunk, static_cast<std::size_t>(got));
+  while (from.input.size() >= sizeof(frame_header)) {
+    frame_header header;
+    memcpy(&header, from.input.data(), sizeof header);
+    if (header.length > max_control_payload) {
+      from.open = false;
+      peer_gone(from, "sent a malformed control message");
+      return;
+    }
+    if (from.input.size() < sizeof header + header.length) break;
+    std::string payload = from.input.substr(sizeof header, header.length);
+    from.input.erase(0, sizeof header + header.length);
+    handle_message(from, header.type, payload);
+  }
+}
+
+void job::handle_message(connection& from, std::uint32_t type, const std::string& payload) {
+  switch (type) {
+    case control_heartbeat:
+      break;
+    case control_bye: {
+      int exit_status = 0;
+      if (payload.size() >= 4) memcpy(&exit_status, payload.data(), 4);
+      std::lock_guard lock(mutex_);
+      if (!from.said_bye) {
+        from.said_bye = true;
+        ++byes_;
+        if (exit_status != 0 && first_bad_status_ == 0) first_bad_status_ = exit_status;
+      }
+      changed_.notify_all();
+      break;
+    }
+    case control_fin: {
+      std::lock_guard lock(mutex_);
+      fin_received_ = true;
+      changed_.notify_all();
+      break;
+    }
+    case control_abort:
+    case control_lost: {
+      int about = from.rank;
+      if (payload.size() >= 4) memcpy(&about, payload.data(), 4);
+      std::string text = payload.size() > 4 ? payload.substr(4) : std::string();
+      if (type == control_abort) {
+        if (rank_ == 0) broadcast(control_abort, payload, from.rank);
+        if (!dying_.exchange(true)) {
+          log_message(log_level::error, "stopping: process %d stopped the job%s%s", about,
+                      text.empty() ? "" : ": ", text.c_str());
+          die(1);
+        }
+      } else {
+        record_failure(about, text);
+      }
+      break;
+    }
+    default:
+      TMK_LOG(warn, "ignored control message of unknown type %u from process %d", type, from.rank);
+  }
+}
+
+std::string job::death_reason(connection& from) {
+  if (mode_ != launch_mode::fork || rank_ != 0 || from.pid <= 0) return "closed its connection";
+  // The connection closes as the process dies; give the kernel a moment to
+  // make it a zombie so that the reason can be told.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    int wait_status;
+    pid_t reaped = waitpid(from.pid, &wait_status, WNOHANG);
+    if (reaped == from.pid) {
+      from.pid = -1;
+      if (WIFSIGNALED(wait_status))
+        return "died (killed by signal " + std::to_string(WTERMSIG(wait_status)) + ", " +
+               strsignal(WTERMSIG(wait_status)) + ")";
+      if (WIFEXITED(wait_status))
+        return "exited with status " + std::to_string(WEXITSTATUS(wait_status)) +
+               " without Tmk_exit";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return "closed its connection";
+}
+
+void job::peer_gone(connection& from, const std::string& reason) {
+  int lost = rank_ == 0 ? from.rank : 0;
+  if (rank_ == 0) {
+    std::string payload(reinterpret_cast<const char*>(&lost), 4);
+    broadcast(control_lost, payload + reason, lost);
+    // A stopped process would be left behind: it goes with the job.
+    if (mode_ == launch_mode::fork && from.pid > 0) kill(from.pid, SIGKILL);
+  }
+  record_failure(lost, reason);
+}
+
+void job::record_failure(int lost_rank, const std::string& reason) {
+  std::vector<std::function<void()>> listeners;
+  {
+    std::lock_guard lock(mutex_);
+    if (failed_.load()) return;
+    failure_ = status(status_code::peer_lost,
+                      "lost process " + std::to_string(lost_rank) + ": it " + reason, lost_rank);
+    failed_.store(true, std::memory_order_release);
+    listeners = failure_listeners_;
+    changed_.notify_all();
+  }
+  std::uint64_t one = 1;
+  ssize_t ignored = write(failure_fd_, &one, sizeof one);
+  (void)ignored;
+  for (auto& listener : listeners) listener();
+}
+
+void job::fatal(const std::string& message) {
+  if (dying_.exchange(true))
+    while (true) pause();
+  log_message(log_level::error, "%s", message.c_str());
+  std::uint32_t rank = static_cast<std::uint32_t>(rank_);
+  std::string payload(reinterpret_cast<const char*>(&rank), 4);
+  broadcast(control_abort, payload + message, -1);
+  die(1);
+}
+
+void job::fatal_lost(const status& lost, const std::string& during) {
+  if (dying_.exchange(true))
+    while (true) pause();
+  log_message(log_level::error, "%s, during %s", lost.message().c_str(), during.c_str());
+  die(1);
+}
+
+void job::die(int exit_code) {
+  if (mode_ == launch_mode::fork && rank_ == 0) {
+    // Every child was told; give them a moment to say why, then make sure
+    // none is left behind.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < deadline) {
+      bool any = false;
+      for (auto& child : connections_)
+        if (child && child->pid > 0) {
+          if (waitpid(child->pid, nullptr, WNOHANG) == child->pid)
+            child->pid = -1;
+          else
+            any = true;
+        }
+      if (!any) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    for (auto& child : connections_)
+      if (child && child->pid > 0) {
+        kill(child->pid, SIGKILL);
+        waitpid(child->pid, nullptr, 0);
+      }
+  }
+  fflush(stdout);
+  fflush(stderr);
+  _exit(exit_code);
+}
+
+int job::finish(int exit_status) {
+  finishing_.store(true);
+  if (size_ == 1) return exit_status;
+  auto failed_during_exit = [this] { fatal_lost(failure(), "Tmk_exit"); };
+  if (rank_ != 0) {
+    status sent = send_control(*connections_[0], control_bye,
+                               std::string(reinterpret_cast<const char*>(&exit_status), 4));
+    if (!sent) fatal_lost(status(status_code::peer_lost, "lost process 0: " + sent.message(), 0),
+                          "Tmk_exit");
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return fin_received_ || failed_.load(); });
+    if (!fin_received_) {
+      lock.unlock();
+      failed_during_exit();
+    }
+  } else {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return byes_ == size_ - 1 || failed_.load(); });
+    if (byes_ != size_ - 1) {
+      lock.unlock();
+      failed_during_exit();
+    }
+    lock.unlock();
+    broadcast(control_fin, {}, -1);
+    if (exit_status == 0) exit_status = first_bad_status_;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    stop_monitor_ = true;
+  }
+  std::uint64_t one = 1;
+  ssize_t ignored = write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+  if (monitor_.joinable()) monitor_.join();
+
+  if (mode_ == launch_mode::fork && rank_ == 0) {
+    for (auto& child : connections_) {
+      if (!child || child->pid <= 0) continue;
+      int wait_status = 0;
+      // Children exit right after the end message; one that hangs in its
+      // own teardown is not allowed to keep the job alive.
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      pid_t reaped = 0;
+      while ((reaped = waitpid(child->pid, &wait_status, WNOHANG)) == 0 &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (reaped == 0) {
+        TMK_LOG(warn, "process %d did not exit after Tmk_exit; killing it", child->rank);
+        kill(child->pid, SIGKILL);
+        waitpid(child->pid, &wait_status, 0);
+      }
+      child->pid = -1;
+      int child_status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 1;
+      if (exit_status == 0) exit_status = child_status;
+    }
+  }
+  if (mpi_initialized_) {
+    MPI_Finalize();
+    mpi_initialized_ = false;
+  }
+  return exit_status;
+}
+
+}  // namespace tmk

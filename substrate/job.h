@@ -1,0 +1,140 @@
+// job.h — the processes of one job: how they are started, how they find
+// each other, how they notice that one of them is gone, and how they end.
+//
+// Start-up (bootstrap):
+//   fork    one host: process 0 forks the others after the program's own
+//           option parsing; each child talks to process 0 over a socketpair.
+//   mpi     under mpirun (or another PMI launcher): rank and size come from
+//           the launcher, process 0 publishes a TCP control address once
+//           through MPI, and the address blobs are exchanged with
+//           MPI_Allgatherv.
+//   manual  processes started by hand with TMK_RANK, TMK_NPROCS and
+//           TMK_ROOT=host:port (where process 0 listens).
+//   single  one process, nothing to connect.
+// After start-up every process keeps one control connection to process 0
+// (a star).  A monitor thread per process sends heartbeats and watches the
+// connections: a process that dies closes its connection at once (process 0
+// then tells everyone which rank was lost and, where it forked them, how it
+// died); a process that stops answering is declared lost after
+// TMK_PEER_TIMEOUT seconds.  Every wait on another process also watches
+// failure_fd(), so no wait outlives a lost peer.  The end (finish) is
+// collective over the same connections; process 0's exit status is
+// non-zero if any process's is.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "net.h"
+#include "status.h"
+
+namespace tmk {
+
+enum class launch_mode { single, fork, mpi, manual };
+const char* launch_mode_name(launch_mode mode);
+
+class job {
+ public:
+  // Starts the job.  nprocs_option is the -n given on the command line
+  // (0: none).  In fork mode this returns once in every process.
+  static result<std::unique_ptr<job>> start(const launch_config& config, int nprocs_option);
+  // The job of this process, once started (for the stop paths).
+  static job* current();
+
+  ~job();
+  job(const job&) = delete;
+  job& operator=(const job&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  launch_mode mode() const { return mode_; }
+  const launch_config& config() const { return config_; }
+
+  // Start-up exchange: every process contributes one blob and receives all
+  // of them, indexed by rank.  Fails (naming the missing ranks) if a process
+  // does not arrive within TMK_CONNECT_TIMEOUT.
+  result<std::vector<std::string>> allgather(const std::string& mine);
+
+  // Starts heartbeats and loss detection; call after allgather.
+  void start_monitor();
+
+  // Set once a peer is lost or the job is stopping.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // The peer_lost status (rank and reason) once failed().
+  status failure() const;
+  // An eventfd that becomes readable once failed(); never drained.
+  int failure_fd() const { return failure_fd_; }
+  // Called on the monitor thread when a failure is recorded, so that a
+  // blocked waiter can look at failed().
+  void add_failure_listener(std::function<void()> listener);
+
+  // Stops the whole job: prints message on standard error, tells every
+  // process, and exits non-zero.  Safe from any thread; does not return.
+  [[noreturn]] void fatal(const std::string& message);
+  // A wait that ended because a peer was lost: prints which peer, why, and
+  // what this process was doing, then exits non-zero.
+  [[noreturn]] void fatal_lost(const status& lost, const std::string& during);
+
+  // Collective end: returns once every process has called finish; the
+  // value is the status this process should exit with (at process 0 of a
+  // forked job, the first non-zero status of any process).  The caller
+  // keeps serving requests until finish returns.
+  int finish(int exit_status);
+
+ private:
+  struct connection;
+  job(const launch_config& config, launch_mode mode, int rank, int size);
+
+  status start_fork(int nprocs);
+  status start_manual();
+  status start_mpi();
+  status accept_children(int listen_fd, const std::string& where);
+  status send_control(connection& to, std::uint32_t type, const std::string& payload);
+  status read_control(connection& from, std::uint32_t& type, std::string& payload,
+                      steady_time deadline);
+
+  void monitor_loop();
+  void handle_readable(connection& from);
+  void handle_message(connection& from, std::uint32_t type, const std::string& payload);
+  void peer_gone(connection& from, const std::string& reason);
+  void record_failure(int lost_rank, const std::string& reason);
+  std::string death_reason(connection& from);
+  [[noreturn]] void die(int exit_code);
+  void broadcast(std::uint32_t type, const std::string& payload, int except_rank);
+  void abort_start(const std::string& why);
+
+  launch_config config_;
+  launch_mode mode_;
+  int rank_;
+  int size_;
+  // Process 0: one connection per other rank (index = rank, [0] unused);
+  // others: [0] is the connection to process 0.
+  std::vector<std::unique_ptr<connection>> connections_;
+
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> dying_{false};
+  std::atomic<bool> finishing_{false};
+  int failure_fd_ = -1;
+  int wake_fd_ = -1;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  status failure_;
+  std::vector<std::function<void()>> failure_listeners_;
+  int byes_ = 0;
+  int first_bad_status_ = 0;
+  bool fin_received_ = false;
+  bool stop_monitor_ = false;
+  std::thread monitor_;
+  bool mpi_initialized_ = false;
+};
+
+}  // namespace tmk

@@ -1,0 +1,41 @@
+// net.h — small kernel-socket helpers shared by the launcher's control
+// channel and the sockets backend: whole-buffer I/O that never raises
+// SIGPIPE, connects and accepts with deadlines, and this host's addresses.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "status.h"
+
+namespace tmk {
+
+using steady_time = std::chrono::steady_clock::time_point;
+
+double seconds_until(steady_time deadline);
+
+// Writes all of buffer (blocking), without SIGPIPE on a closed peer.
+status send_all(int fd, const void* buffer, std::size_t length);
+// Reads exactly length bytes, giving up at deadline; peer_lost on EOF.
+status recv_all(int fd, void* buffer, std::size_t length, steady_time deadline);
+
+// A TCP socket listening on port (0: any free port) of every interface.
+result<int> tcp_listen(std::uint16_t port, int backlog);
+result<std::uint16_t> local_port(int fd);
+// Connects to host:port, retrying refused connections until deadline.
+result<int> tcp_connect(const std::string& host, std::uint16_t port, steady_time deadline);
+// Accepts one connection, giving up at deadline (timeout status).
+result<int> accept_until(int listen_fd, steady_time deadline);
+// This host's IPv4 addresses, loopback last.
+std::vector<std::string> local_addresses();
+// Splits "host:port".
+result<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text);
+
+void set_nodelay(int fd);
+void set_nonblocking(int fd, bool on);
+
+}  // namespace tmk

@@ -1,0 +1,403 @@
+// substrate_worker — a multi-process program that exercises the substrate
+// the way the runtime uses it; transport_test.cc runs it with every
+// backend, notification mode and process count and checks what it says.
+//
+//   substrate_worker --scenario NAME [--count K] -- -n N
+//
+// Every scenario checks its own data and prints "NAME: passed" at process
+// 0 when every process succeeded; a mismatch prints what differed and
+// makes the job's exit status non-zero.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "job.h"
+#include "log.h"
+#include "transport.h"
+
+namespace {
+
+using namespace tmk;
+
+enum op : std::uint32_t {
+  op_echo = 1,        // reply with every byte xor 0x5a
+  op_sized = 2,       // reply with `a` bytes of pattern(origin, a)
+  op_forward = 3,     // payload: hop list; forward to the next, the last replies
+  op_count = 4,       // one-way: count it and add its checksum
+  op_query = 5,       // reply with the count and checksum once `a` messages came
+  op_defer = 6,       // keep the token; the compute thread replies later
+  op_silent = 7,      // never replied to
+};
+
+struct op_header {
+  std::uint32_t code;
+  std::int32_t a;
+  std::int32_t b;
+  std::uint32_t c;
+};
+
+std::uint8_t pattern(std::uint32_t seed, std::size_t i) {
+  return static_cast<std::uint8_t>(((seed * 2654435761u) + i * 40503u) >> 7);
+}
+
+struct worker {
+  std::unique_ptr<job> the_job;
+  std::unique_ptr<transport> link;
+  int rank = 0;
+  int size = 1;
+  std::mutex mutex;
+  std::map<int, std::pair<std::uint64_t, std::uint64_t>> counts;  // origin -> count, checksum
+  std::deque<reply_token> deferred;
+  std::map<int, std::pair<reply_token, std::uint64_t>> queries;  // origin -> token, expected
+
+  // Under mutex: replies to origin's query once its messages all arrived.
+  void answer_query(int origin) {
+    auto query = queries.find(origin);
+    if (query == queries.end() || counts[origin].first < query->second.second) return;
+    std::uint64_t words[2] = {counts[origin].first, counts[origin].second};
+    link->reply(query->second.first, {as_bytes_of(words)});
+    queries.erase(query);
+  }
+  std::atomic<int> deferred_count{0};
+  int failures = 0;
+
+  void fail(const char* format, ...) __attribute__((format(printf, 2, 3))) {
+    va_list args;
+    va_start(args, format);
+    log_vmessage(log_level::error, format, args);
+    va_end(args);
+    ++failures;
+  }
+
+  // Waits for a reply; a lost peer or a failed send stops the job.
+  std::vector<std::byte> wait(request_id id, const std::string& what) {
+    std::vector<std::byte> reply;
+    status waited = link->wait_reply(id, reply);
+    if (!waited) {
+      if (waited.code() == status_code::peer_lost) the_job->fatal_lost(waited, what);
+      the_job->fatal(what + ": " + waited.message());
+    }
+    return reply;
+  }
+  request_id request(int peer, transport::parts payload, const std::string& what) {
+    auto id = link->send_request(peer, payload);
+    if (!id) the_job->fatal(what + ": " + id.error().message());
+    return *id;
+  }
+
+  void handle(const incoming_request& incoming) {
+    op_header header{};
+    if (incoming.payload.size() < sizeof header) {
+      fail("request of %zu bytes: too short", incoming.payload.size());
+      if (!incoming.one_way) link->reply(incoming.token(), {});
+      return;
+    }
+    memcpy(&header, incoming.payload.data(), sizeof header);
+    byte_span body = incoming.payload.subspan(sizeof header);
+    switch (header.code) {
+      case op_echo: {
+        std::vector<std::byte> out(body.size());
+        for (std::size_t i = 0; i < body.size(); ++i) out[i] = body[i] ^ std::byte{0x5a};
+        op_header answer{op_echo, rank, incoming.sender, 0};
+        link->reply(incoming.token(), {as_bytes_of(answer), out});
+        break;
+      }
+      case op_sized: {
+        std::vector<std::byte> out(static_cast<std::size_t>(header.a));
+        for (std::size_t i = 0; i < out.size(); ++i)
+          out[i] = std::byte{pattern(static_cast<std::uint32_t>(incoming.origin + header.a), i)};
+        link->reply(incoming.token(), {out});
+        break;
+      }
+      case op_forward: {
+        std::size_t hops = body.size() / sizeof(std::int32_t);
+        if (hops == 0) {
+          op_header answer{op_forward, rank, incoming.sender, 0};
+          link->reply(incoming.token(), {as_bytes_of(answer)});
+        } else {
+          std::int32_t next;
+          memcpy(&next, body.data(), sizeof next);
+          link->forward(incoming, next, {as_bytes_of(header), body.subspan(sizeof next)});
+        }
+        break;
+      }
+      case op_count: {
+        std::uint64_t sum = 0;
+        for (std::byte value : body) sum = sum * 31 + static_cast<std::uint8_t>(value);
+        std::lock_guard lock(mutex);
+        auto& entry = counts[incoming.origin];
+        entry.first += 1;
+        entry.second += sum ^ header.c;
+        answer_query(incoming.origin);
+        break;
+      }
+      case op_query: {
+        // Messages between two processes may be handled out of order (the
+        // substrate's contract): answer once all `a` of them were counted.
+        std::lock_guard lock(mutex);
+        queries[incoming.origin] = {incoming.token(), static_cast<std::uint64_t>(header.a)};
+        answer_query(incoming.origin);
+        break;
+      }
+      case op_defer: {
+        std::lock_guard lock(mutex);
+        deferred.push_back(incoming.token());
+        deferred_count.fetch_add(1);
+        break;
+      }
+      case op_silent:
+        break;
+      default:
+        fail("unknown op %u", header.code);
+    }
+  }
+
+  // Every process sends to every process (itself too) at once, both ways,
+  // several rounds, with sizes across the small classes.
+  void all_pairs(int rounds) {
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<request_id> ids;
+      std::vector<std::vector<std::byte>> sent;
+      for (int peer = 0; peer < size; ++peer) {
+        std::size_t length = static_cast<std::size_t>((round * 37 + peer * 11 + rank * 5) % 300);
+        std::vector<std::byte> body(length);
+        for (std::size_t i = 0; i < length; ++i)
+          body[i] = std::byte{pattern(static_cast<std::uint32_t>(rank * 1000 + peer + round), i)};
+        op_header header{op_echo, 0, 0, 0};
+        ids.push_back(request(peer, {as_bytes_of(header), body}, "all-pairs"));
+        sent.push_back(std::move(body));
+      }
+      std::vector<std::vector<std::byte>> replies(ids.size());
+      status waited = link->wait_replies(ids, replies);
+      if (!waited) the_job->fatal_lost(waited, "all-pairs replies");
+      for (int peer = 0; peer < size; ++peer) {
+        auto& reply = replies[peer];
+        op_header answer{};
+        if (reply.size() != sizeof answer + sent[peer].size()) {
+          fail("reply from %d: %zu bytes, expected %zu", peer, reply.size(),
+               sizeof answer + sent[peer].size());
+          continue;
+        }
+        memcpy(&answer, reply.data(), sizeof answer);
+        if (answer.a != peer || answer.b != rank) fail("reply from %d says %d/%d", peer, answer.a, answer.b);
+        for (std::size_t i = 0; i < sent[peer].size(); ++i)
+          if ((reply[sizeof answer + i] ^ std::byte{0x5a}) != sent[peer][i]) {
+            fail("reply from %d differs at byte %zu", peer, i);
+            break;
+          }
+      }
+    }
+  }
+
+  // Every size class boundary and sizes above the largest class, requests
+  // and replies of different sizes.
+  void sizes() {
+    const std::size_t lengths[] = {0,     1,     47,    48,    49,     63,     64,    65,
+                                   127,   128,   1000,  4080,  4096,   4097,   8192,  16368,
+                                   16384, 32752, 32768, 32769, 65536,  100000, 262144,
+                                   1 << 20};
+    int peer = (rank + 1) % size;
+    for (std::size_t length : lengths) {
+      std::vector<std::byte> body(length);
+      for (std::size_t i = 0; i < length; ++i) body[i] = std::byte{pattern(static_cast<std::uint32_t>(length), i)};
+      op_header header{op_echo, 0, 0, 0};
+      auto reply = wait(request(peer, {as_bytes_of(header), body}, "sizes"), "sizes echo");
+      if (reply.size() != sizeof header + length) {
+        fail("echo of %zu bytes came back with %zu", length, reply.size() - sizeof header);
+        continue;
+      }
+      for (std::size_t i = 0; i < length; ++i)
+        if ((reply[sizeof header + i] ^ std::byte{0x5a}) != body[i]) {
+          fail("echo of %zu bytes differs at %zu", length, i);
+          break;
+        }
+      op_header sized{op_sized, static_cast<std::int32_t>(length), 0, 0};
+      auto answer = wait(request(peer, {as_bytes_of(sized)}, "sizes"), "sized reply");
+      if (answer.size() != length) {
+        fail("sized reply of %zu bytes came back with %zu", length, answer.size());
+        continue;
+      }
+      for (std::size_t i = 0; i < length; ++i)
+        if (answer[i] != std::byte{pattern(static_cast<std::uint32_t>(rank + length), i)}) {
+          fail("sized reply of %zu bytes differs at %zu", length, i);
+          break;
+        }
+    }
+  }
+
+  // r -> r+1 -> r+2 (-> r+3): the last one replies to r directly.
+  void forwarding() {
+    for (int hops = 1; hops <= 3; ++hops) {
+      std::vector<std::int32_t> route;
+      for (int h = 2; h <= hops; ++h) route.push_back((rank + h) % size);
+      op_header header{op_forward, 0, 0, 0};
+      int first = (rank + 1) % size;
+      auto reply = wait(request(first, {as_bytes_of(header), {reinterpret_cast<std::byte*>(route.data()), route.size() * 4}}, "forward"),
+                        "forwarded reply");
+      op_header answer{};
+      if (reply.size() != sizeof answer) {
+        fail("forwarded reply of %zu bytes", reply.size());
+        continue;
+      }
+      memcpy(&answer, reply.data(), sizeof answer);
+      int last = (rank + hops) % size;
+      int before_last = (rank + hops - 1) % size;
+      if (answer.a != last || answer.b != before_last)
+        fail("%d hops: reply from %d via %d, expected %d via %d", hops, answer.a, answer.b, last,
+             before_last);
+    }
+  }
+
+  // Far more one-way messages than preposted buffers, to every peer, then
+  // a query: every message must have arrived intact.
+  void burst(int count) {
+    std::vector<std::uint64_t> expected(size, 0);
+    for (int i = 0; i < count; ++i)
+      for (int peer = 0; peer < size; ++peer) {
+        std::size_t length = static_cast<std::size_t>((i * 7 + peer) % 200);
+        std::vector<std::byte> body(length);
+        std::uint64_t sum = 0;
+        for (std::size_t k = 0; k < length; ++k) {
+          body[k] = std::byte{pattern(static_cast<std::uint32_t>(i + peer), k)};
+          sum = sum * 31 + static_cast<std::uint8_t>(body[k]);
+        }
+        op_header header{op_count, 0, 0, static_cast<std::uint32_t>(i)};
+        expected[peer] += sum ^ header.c;
+        status sent = link->send_one_way(peer, {as_bytes_of(header), body});
+        if (!sent) the_job->fatal("burst: " + sent.message());
+      }
+    status flushed = link->flush();
+    if (!flushed) the_job->fatal_lost(flushed, "burst flush");
+    for (int peer = 0; peer < size; ++peer) {
+      op_header header{op_query, count, 0, 0};
+      auto reply = wait(request(peer, {as_bytes_of(header)}, "burst query"), "burst query");
+      std::uint64_t entry_words[2] = {0, 0};
+      if (reply.size() == sizeof entry_words) memcpy(entry_words, reply.data(), sizeof entry_words);
+      std::pair<std::uint64_t, std::uint64_t> entry{entry_words[0], entry_words[1]};
+      if (entry.first != static_cast<std::uint64_t>(count) || entry.second != expected[peer])
+        fail("process %d counted %llu messages from me (checksum %s), expected %d", peer,
+             static_cast<unsigned long long>(entry.first),
+             entry.second == expected[peer] ? "ok" : "wrong", count);
+    }
+  }
+
+  // Replies sent later by the compute thread, as a lock grant is.
+  void deferred_replies() {
+    int target = (rank + 1) % size;
+    op_header header{op_defer, rank, 0, 0};
+    request_id id = request(target, {as_bytes_of(header)}, "defer");
+    while (deferred_count.load() < 1) {
+      if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting for a deferred request");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    reply_token token;
+    {
+      std::lock_guard lock(mutex);
+      token = deferred.front();
+      deferred.pop_front();
+    }
+    op_header answer{op_defer, rank, 0, 0};
+    status sent = link->reply(token, {as_bytes_of(answer)});
+    if (!sent) the_job->fatal("deferred reply: " + sent.message());
+    auto reply = wait(id, "deferred reply");
+    op_header got{};
+    if (reply.size() == sizeof got) memcpy(&got, reply.data(), sizeof got);
+    if (got.a != target) fail("deferred reply from %d, expected %d", got.a, target);
+  }
+
+  // The last process dies while every other waits on it.
+  void killed() {
+    int victim = size - 1;
+    if (rank == victim) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      kill(getpid(), SIGKILL);
+    }
+    op_header header{op_silent, 0, 0, 0};
+    wait(request(victim, {as_bytes_of(header)}, "silent"),
+         "waiting for a reply from process " + std::to_string(victim));
+    fail("a reply came from a process that never replies");
+  }
+
+  // A message above TMK_MAX_MESSAGE: refused with a message naming it.
+  void too_large() {
+    std::vector<std::byte> body(config_max() + 1);
+    op_header header{op_echo, 0, 0, 0};
+    auto id = link->send_request((rank + 1) % size, {as_bytes_of(header), body});
+    if (id) {
+      fail("a message above TMK_MAX_MESSAGE was accepted");
+      return;
+    }
+    the_job->fatal("sending: " + id.error().message());
+  }
+  std::size_t config_max() const { return link->config().max_message; }
+};
+
+int usage(const char* why) {
+  fprintf(stderr, "substrate_worker: %s\nusage: substrate_worker --scenario NAME [--count K] -- -n N\n", why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string scenario;
+  int count = 2000;
+  for (int at = 1; at < argc && std::string(argv[at]) != "--"; ++at) {
+    std::string word = argv[at];
+    if (word == "--scenario" && at + 1 < argc) scenario = argv[++at];
+    else if (word == "--count" && at + 1 < argc) count = atoi(argv[++at]);
+    else return usage(("unknown option " + word).c_str());
+  }
+  if (scenario.empty()) return usage("no scenario");
+  auto options = parse_command_line(argc, argv);
+  if (!options) return usage(options.error().message().c_str());
+  auto launch = launch_config::from_environment();
+  if (!launch) return usage(launch.error().message().c_str());
+  auto config = substrate_config::from_environment();
+  if (!config) return usage(config.error().message().c_str());
+
+  worker self;
+  auto started = job::start(*launch, options->nprocs);
+  if (!started) {
+    log_message(log_level::error, "start-up: %s", started.error().message().c_str());
+    return 1;
+  }
+  self.the_job = std::move(*started);
+  self.rank = self.the_job->rank();
+  self.size = self.the_job->size();
+  auto created = transport::create(*self.the_job, *config);
+  if (!created) self.the_job->fatal(created.error().message());
+  self.link = std::move(*created);
+  self.the_job->start_monitor();
+  self.link->start([&self](const incoming_request& incoming) { self.handle(incoming); });
+
+  if (scenario == "all-pairs") self.all_pairs(20);
+  else if (scenario == "sizes") self.sizes();
+  else if (scenario == "forward") self.forwarding();
+  else if (scenario == "burst") self.burst(count);
+  else if (scenario == "deferred") self.deferred_replies();
+  else if (scenario == "killed") self.killed();
+  else if (scenario == "too-large") self.too_large();
+  else self.the_job->fatal("unknown scenario " + scenario);
+
+  int exit_status = self.the_job->finish(self.failures == 0 ? 0 : 1);
+  if (self.rank == 0)
+    printf("%s: %s on %d processes (%s, %s)\n", scenario.c_str(), exit_status == 0 ? "passed" : "FAILED",
+           self.size, self.link->describe().c_str(), notify_name(config->notify));
+  self.link->stop();
+  self.link.reset();
+  self.the_job.reset();
+  fflush(stdout);
+  return exit_status;
+}

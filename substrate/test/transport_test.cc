@@ -1,0 +1,185 @@
+// transport_test — the substrate, multi-process: every scenario of
+// substrate_worker on 1, 2, 3, 4 and 8 processes, with every backend and
+// data path, in both notification modes; failures (a killed peer, a peer
+// that never arrives, bad options) end every process promptly with a
+// message that names the cause.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "run_program.h"
+
+namespace {
+
+using tmk::testing::program_result;
+using tmk::testing::run_program;
+
+struct backend {
+  const char* name;  // for test names
+  const char* substrate;
+  const char* ucx_path;
+};
+const backend backends[] = {{"ucx_am", "ucx", "am"}, {"ucx_tag", "ucx", "tag"}, {"sockets", "sockets", "am"}};
+
+program_result run_worker(const std::string& scenario, int nprocs, const backend& with,
+                          const char* notify, std::vector<std::pair<std::string, std::string>> env = {},
+                          std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv{SUBSTRATE_WORKER, "--scenario", scenario};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.end(), {"--", "-n", std::to_string(nprocs)});
+  env.push_back({"TMK_SUBSTRATE", with.substrate});
+  env.push_back({"TMK_UCX_PATH", with.ucx_path});
+  env.push_back({"TMK_NOTIFY", notify});
+  return run_program(argv, env, 120);
+}
+
+std::string describe(const program_result& result) {
+  return "exit " + std::to_string(result.exit_code) + " signal " + std::to_string(result.signal) +
+         (result.timed_out ? " TIMED OUT" : "") + "\nstdout:\n" + result.out + "stderr:\n" + result.err;
+}
+
+using scenario_parameters = std::tuple<std::string, int, int, std::string>;
+
+class transport_scenario : public ::testing::TestWithParam<scenario_parameters> {};
+
+TEST_P(transport_scenario, passes_on_every_process) {
+  auto [scenario, nprocs, backend_index, notify] = GetParam();
+  const backend& with = backends[backend_index];
+  program_result result = run_worker(scenario, nprocs, with, notify.c_str());
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  EXPECT_NE(result.out.find(scenario + ": passed on " + std::to_string(nprocs) + " processes"),
+            std::string::npos)
+      << describe(result);
+  EXPECT_FALSE(result.stragglers) << "processes outlived the job";
+}
+
+std::string scenario_name(const ::testing::TestParamInfo<scenario_parameters>& info) {
+  auto [scenario, nprocs, backend_index, notify] = info.param;
+  std::string name = scenario + "_" + std::to_string(nprocs) + "procs_" + backends[backend_index].name + "_" + notify;
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    interrupt, transport_scenario,
+    ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "deferred"),
+                       ::testing::Values(1, 2, 3, 4, 8), ::testing::Values(0, 1, 2),
+                       ::testing::Values("interrupt")),
+    scenario_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    poll, transport_scenario,
+    ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "deferred"),
+                       ::testing::Values(2, 3), ::testing::Values(0, 1, 2),
+                       ::testing::Values("poll")),
+    scenario_name);
+
+class transport_failure : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+// A peer killed mid-run: every other process names it and exits non-zero
+// within 10 s, and none is left behind.
+TEST_P(transport_failure, killed_peer_is_reported_by_everyone) {
+  auto [nprocs, backend_index] = GetParam();
+  program_result result = run_worker("killed", nprocs, backends[backend_index], "interrupt");
+  EXPECT_NE(result.exit_code, 0) << describe(result);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_LT(result.seconds, 10.0) << describe(result);
+  EXPECT_FALSE(result.stragglers) << "processes outlived the job";
+  std::string victim = std::to_string(nprocs - 1);
+  for (int rank = 0; rank < nprocs - 1; ++rank)
+    EXPECT_NE(result.err.find("tmk[" + std::to_string(rank) + "]: lost process " + victim),
+              std::string::npos)
+        << "process " << rank << " did not report the loss\n" << describe(result);
+  if (nprocs > 1)
+    EXPECT_NE(result.err.find("killed by signal 9"), std::string::npos) << describe(result);
+}
+
+INSTANTIATE_TEST_SUITE_P(all, transport_failure,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Values(0, 1, 2)));
+
+TEST(transport_limits, message_above_the_maximum_is_refused_with_its_cause) {
+  program_result result = run_worker("too-large", 2, backends[0], "interrupt",
+                                     {{"TMK_MAX_MESSAGE", "64K"}});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("exceeds the largest allowed, 65536 bytes (TMK_MAX_MESSAGE)"),
+            std::string::npos)
+      << describe(result);
+  EXPECT_LT(result.seconds, 10.0);
+}
+
+TEST(transport_bad_input, unknown_substrate_is_named) {
+  program_result result = run_worker("all-pairs", 2, {"x", "infiniband", "am"}, "interrupt");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("TMK_SUBSTRATE=infiniband: expected one of ucx, sockets"),
+            std::string::npos)
+      << describe(result);
+}
+
+TEST(transport_bad_input, unknown_notify_mode_is_named) {
+  program_result result = run_worker("all-pairs", 2, backends[0], "sometimes");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("TMK_NOTIFY=sometimes: expected one of interrupt, poll"),
+            std::string::npos)
+      << describe(result);
+}
+
+TEST(transport_bad_input, bad_process_counts_are_refused) {
+  for (std::string count : {"0", "5000", "abc", "-3", "2x"}) {
+    program_result result = run_program({SUBSTRATE_WORKER, "--scenario", "all-pairs", "--", "-n", count});
+    EXPECT_EQ(result.exit_code, 2) << count << "\n" << describe(result);
+    EXPECT_NE(result.err.find("-n " + count + ": the number of processes must be from 1 to 4096"),
+              std::string::npos)
+        << describe(result);
+  }
+  program_result missing = run_program({SUBSTRATE_WORKER, "--scenario", "all-pairs", "--", "-n"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("option -n needs a number of processes"), std::string::npos);
+  program_result env = run_program({SUBSTRATE_WORKER, "--scenario", "all-pairs"}, {{"TMK_NPROCS", "0"}});
+  EXPECT_EQ(env.exit_code, 2);
+  EXPECT_NE(env.err.find("TMK_NPROCS=0"), std::string::npos) << describe(env);
+}
+
+// Processes started by hand (TMK_RANK/TMK_ROOT): with one of three missing,
+// the two that came exit non-zero and say which one never arrived.
+TEST(transport_bootstrap, missing_peer_times_out_with_its_rank) {
+  std::string root = "127.0.0.1:" + std::to_string(20000 + getpid() % 20000);
+  std::vector<std::pair<std::string, std::string>> env{
+      {"TMK_NPROCS", "3"}, {"TMK_ROOT", root}, {"TMK_CONNECT_TIMEOUT", "2"}};
+  auto rank_env = [&](int rank) {
+    auto with = env;
+    with.push_back({"TMK_RANK", std::to_string(rank)});
+    return with;
+  };
+  program_result one;
+  std::thread second([&] {
+    one = run_program({SUBSTRATE_WORKER, "--scenario", "all-pairs"}, rank_env(1), 30);
+  });
+  program_result zero = run_program({SUBSTRATE_WORKER, "--scenario", "all-pairs"}, rank_env(0), 30);
+  second.join();
+  EXPECT_NE(zero.exit_code, 0);
+  EXPECT_NE(one.exit_code, 0);
+  EXPECT_LT(zero.seconds, 10.0);
+  EXPECT_LT(one.seconds, 10.0);
+  EXPECT_NE(zero.err.find("process 2 did not arrive"), std::string::npos) << describe(zero);
+  EXPECT_NE(one.err.find("process 2 did not arrive"), std::string::npos) << describe(one);
+}
+
+TEST(transport_bootstrap, processes_started_by_hand_form_a_job) {
+  std::string root = "127.0.0.1:" + std::to_string(20000 + (getpid() + 7) % 20000);
+  std::vector<program_result> results(3);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 3; ++rank)
+    threads.emplace_back([&, rank] {
+      results[rank] = run_program({SUBSTRATE_WORKER, "--scenario", "forward"},
+                                  {{"TMK_NPROCS", "3"}, {"TMK_ROOT", root},
+                                   {"TMK_RANK", std::to_string(rank)}, {"TMK_JOB_SECRET", "s3"}},
+                                  60);
+    });
+  for (auto& thread : threads) thread.join();
+  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(results[rank].exit_code, 0) << describe(results[rank]);
+  EXPECT_NE(results[0].out.find("forward: passed on 3 processes"), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,222 @@
+// transport.h — the communication substrate the runtime talks through.
+//
+// Two channels per process, every peer multiplexed onto each (FAST/GM's two
+// ports): the request channel, owned by a service thread that runs the
+// request handler, and the reply channel, owned by the calling (compute)
+// thread, which sends requests and waits for their replies.  A handler
+// either replies to the request's origin, forwards the request to a third
+// process (which then replies to the origin directly), or keeps the reply
+// token and replies later from either thread.
+//
+// The service thread sleeps on the request channel's event fd when idle
+// (TMK_NOTIFY=interrupt, after a short adaptive spin) or busy-polls
+// (TMK_NOTIFY=poll).  A caller waiting for a reply spins for
+// TMK_WAIT_SPIN_US, then blocks on the reply channel's event fd.  Every wait
+// also watches the job's failure fd: a lost peer ends it with a peer_lost
+// status that names the rank.
+//
+// Messages between two processes may be handled in a different order than
+// they were sent (a rendezvous message is handled when its data is in; the
+// tag path matches each size class separately): a caller that needs an
+// order waits for the reply.  Nothing is lost.
+//
+// This base class holds what every backend shares: the service loop, the
+// wait loop, reply matching, counters and size checks.  A backend (UCX,
+// kernel sockets) supplies the channel primitives.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "job.h"
+#include "status.h"
+
+namespace tmk {
+
+using byte_span = std::span<const std::byte>;
+using request_id = std::uint32_t;
+
+template <typename T>
+byte_span as_bytes_of(const T& value) {
+  return {reinterpret_cast<const std::byte*>(&value), sizeof value};
+}
+
+// The header every message carries in front of its payload.
+enum class message_kind : std::uint8_t { request = 1, one_way = 2, reply = 3 };
+
+struct wire_header {
+  message_kind kind;
+  std::uint8_t reserved[3];
+  std::int32_t origin;     // the process waiting for the reply
+  std::int32_t sender;     // the process that sent this message
+  std::uint32_t sequence;  // the origin's request number
+};
+static_assert(sizeof(wire_header) == 16);
+
+// Where a reply goes; may be kept and used later from either thread.
+struct reply_token {
+  std::int32_t origin = -1;
+  std::uint32_t sequence = 0;
+};
+
+// A request as the handler sees it; payload is valid until it returns.
+struct incoming_request {
+  int origin;
+  int sender;
+  std::uint32_t sequence;
+  bool one_way;
+  byte_span payload;
+  reply_token token() const { return {origin, sequence}; }
+};
+
+// Traffic counts.  Each thread keeps its own (no atomic read-modify-write
+// on the data path); counters() adds them up.
+struct transport_counters {
+  std::uint64_t messages_sent = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t messages_received = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t service_wakeups = 0;  // times the service thread slept and woke
+};
+
+// Receive-buffer memory a backend preposts for a job of n processes.
+struct buffer_footprint {
+  std::size_t request_bytes;  // request channel
+  std::size_t reply_bytes;    // reply channel
+  std::size_t total() const { return request_bytes + reply_bytes; }
+};
+
+class transport {
+ public:
+  using request_handler = std::function<void(const incoming_request&)>;
+  using parts = std::initializer_list<byte_span>;
+
+  // Creates the configured backend and connects it to every process of the
+  // job (uses job.allgather once).
+  static result<std::unique_ptr<transport>> create(job& owner, const substrate_config& config);
+  virtual ~transport();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const substrate_config& config() const { return config_; }
+  job& owner() const { return job_; }
+  transport_counters counters() const;
+  // "ucx/am (posix, sysv, cma)" and the like.
+  virtual std::string describe() const = 0;
+  virtual buffer_footprint footprint(int nprocs) const = 0;
+
+  // Starts the service thread; handler runs on it for every request.
+  status start(request_handler handler);
+  // Stops and joins the service thread.
+  void stop();
+  // True on the service thread (handlers run there).
+  static bool on_service_thread();
+
+  // Calling thread: sends a request; the reply is matched by the id.
+  result<request_id> send_request(int peer, parts payload);
+  // Calling thread: a request that gets no reply.
+  status send_one_way(int peer, parts payload);
+  // Calling thread: waits for the reply to id and moves its payload into
+  // reply.  Ends with peer_lost if a process is lost meanwhile.
+  status wait_reply(request_id id, std::vector<std::byte>& reply);
+  // Waits for several replies at once (sent to different peers).
+  status wait_replies(std::span<const request_id> ids, std::span<std::vector<std::byte>> replies);
+  // Calling thread: waits until every message it sent has left its buffers.
+  status flush();
+
+  // Either thread: replies to the origin of a request.
+  status reply(const reply_token& to, parts payload);
+  // Service thread, inside the handler: passes the request on to peer with
+  // a new payload; peer replies to the original origin.
+  status forward(const incoming_request& request, int peer, parts payload);
+
+ protected:
+  transport(job& owner, const substrate_config& config);
+
+  enum class channel { request, reply };
+
+  // --- what a backend supplies ---------------------------------------
+  // Sends header+payload from the given channel (owned by the calling
+  // thread) to peer's request or reply channel.
+  virtual status post(channel from, int peer, channel to, const wire_header& header,
+                      parts payload, std::size_t payload_length) = 0;
+  // Makes progress on a channel; returns how many events were handled.
+  // Requests that arrived are passed to deliver_request(), replies to
+  // deliver_reply().
+  virtual unsigned progress(channel which) = 0;
+  // Prepares to sleep on a channel's event fd; false if events are pending.
+  virtual bool arm(channel which) = 0;
+  virtual int event_fd(channel which) const = 0;
+  // Waits until every send the calling thread's channel started completes.
+  virtual status flush_channel(channel which) = 0;
+  // Called on the service thread before it exits.
+  virtual void service_thread_exit() {}
+
+  // --- what a backend calls ------------------------------------------
+  // A request arrived on the request channel (service thread): runs the
+  // handler at once.  payload needs to stay valid only until this returns.
+  // Handlers never make progress on the request channel themselves, so a
+  // backend may call this from inside its progress call.
+  void deliver_request(const wire_header& header, byte_span payload);
+  // A reply arrived on the reply channel: where its payload goes, or null
+  // if nobody waits for it (logged and dropped).
+  std::vector<std::byte>* reply_destination(const wire_header& header, std::size_t length);
+  // The reply's payload is in place.
+  void reply_complete(const wire_header& header);
+  status check_size(int peer, std::size_t payload_length) const;
+
+  job& job_;
+  substrate_config config_;
+  int rank_;
+  int size_;
+
+ private:
+  // Requests the calling thread has outstanding: a fixed table, the slot
+  // index in the low bits of the request id, payload buffers reused.
+  static constexpr std::uint32_t slot_bits = 12;
+  static constexpr std::uint32_t max_outstanding = 1u << slot_bits;
+  struct pending_reply {
+    request_id id = 0;
+    bool done = false;
+    std::vector<std::byte> payload;
+  };
+  // Counters of one thread, read (not written) by others.
+  struct thread_counters {
+    std::atomic<std::uint64_t> messages_sent{0};
+    std::atomic<std::uint64_t> bytes_sent{0};
+    std::atomic<std::uint64_t> messages_received{0};
+    std::atomic<std::uint64_t> bytes_received{0};
+  };
+
+  void service_loop();
+  pending_reply* find_pending(request_id id);
+  void release_pending(pending_reply& slot);
+  status wait_until_done(std::span<const request_id> ids);
+  status send(channel from, int peer, channel to, message_kind kind, int origin,
+              std::uint32_t sequence, parts payload);
+  static void count(std::atomic<std::uint64_t>& counter, std::uint64_t amount) {
+    counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+  }
+
+  request_handler handler_;
+  std::thread service_;
+  std::atomic<bool> stopping_{false};
+  int wake_fd_ = -1;
+  std::vector<pending_reply> pending_;
+  std::vector<std::uint32_t> free_slots_;
+  std::uint32_t next_generation_ = 1;
+  thread_counters caller_counters_;
+  thread_counters service_counters_;
+  std::atomic<std::uint64_t> service_wakeups_{0};
+};
+
+}  // namespace tmk

@@ -1,0 +1,769 @@
+// ucx_transport.cc — the UCX backend (see ucx_transport.h).
+//
+// Everything a worker does happens on its owning thread: sends, progress,
+// completion callbacks and the reposting of receive buffers.  Callbacks
+// only record what completed; the work is done after ucp_worker_progress
+// returns, so no callback ever re-enters UCX on the same worker.
+#include "ucx/ucx_transport.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <deque>
+
+#include "log.h"
+
+namespace tmk {
+
+namespace {
+
+constexpr unsigned am_id = 0;
+constexpr std::size_t max_parts = 8;  // payload parts sent without gathering
+constexpr std::uint8_t large_flag = 1;  // wire_header.reserved[0] on the tag path
+
+// Tag layout: kind (4 bits) | size class (4) | sender rank (24) | transfer id (32).
+enum tag_kind : std::uint64_t { tag_request = 1, tag_reply = 2, tag_large = 3 };
+constexpr ucp_tag_t class_mask = 0xff00000000000000ull;
+constexpr ucp_tag_t full_mask = ~0ull;
+
+ucp_tag_t make_tag(std::uint64_t kind, int size_class, int sender, std::uint32_t id) {
+  return (kind << 60) | (static_cast<std::uint64_t>(size_class) << 56) |
+         (static_cast<std::uint64_t>(sender & 0xffffff) << 32) | id;
+}
+
+status ucx_status(const std::string& what, ucs_status_t code) {
+  return status(status_code::transport_error, what + ": " + ucs_status_string(code));
+}
+
+struct large_announcement {
+  std::uint64_t length;
+  std::uint32_t id;
+  std::uint32_t reserved;
+};
+
+}  // namespace
+
+int size_class_of(std::size_t length) {
+  for (int size_class = 0; size_class < class_count; ++size_class)
+    if (length <= (smallest_class_bytes << size_class)) return size_class;
+  return class_count;
+}
+
+buffer_footprint tag_path_footprint(int nprocs, unsigned outstanding) {
+  std::size_t peers = nprocs > 1 ? static_cast<std::size_t>(nprocs - 1) : 1;
+  std::size_t request = outstanding * peers * smallest_class_bytes;
+  std::size_t reply = 0;
+  for (int size_class = 0; size_class < class_count; ++size_class) {
+    std::size_t bytes = smallest_class_bytes << size_class;
+    if (size_class > 0) request += peers * bytes;
+    reply += bytes;
+  }
+  return {request, reply};
+}
+
+struct ucx_transport::send_buffer {
+  std::byte* data;
+  std::size_t capacity;
+  int size_class;  // class_count: a one-off heap buffer
+  ucp_mem_h memh;
+  worker_state* owner;
+};
+
+struct ucx_transport::preposted {
+  worker_state* worker;
+  int size_class;
+  std::byte* data;
+  void* request = nullptr;  // while posted and not yet completed
+  bool posted = false;
+  std::size_t length = 0;
+  ucp_tag_t tag = 0;
+};
+
+struct ucx_transport::large_receive {
+  worker_state* worker;
+  wire_header header;
+  std::vector<std::byte> data;  // requests, and replies nobody waits for
+  std::vector<std::byte>* destination = nullptr;  // replies
+};
+
+struct ucx_transport::worker_state {
+  ucx_transport* owner;
+  channel which;
+  ucp_worker_h worker = nullptr;
+  int efd = -1;
+  std::array<std::vector<ucp_ep_h>, 2> endpoints;  // [request, reply][peer]
+  std::array<std::vector<send_buffer*>, class_count> free_buffers;
+  std::vector<std::unique_ptr<send_buffer>> all_buffers;
+  struct chunk {
+    void* address;
+    std::size_t length;
+    ucp_mem_h memh;
+  };
+  std::vector<chunk> chunks;
+  unsigned in_flight = 0;
+  // Tag path.
+  std::vector<std::unique_ptr<preposted>> slots;
+  std::deque<preposted*> completed_slots;
+  std::deque<large_receive*> completed_large;
+  std::uint32_t next_large_id = 1;
+};
+
+ucx_transport::ucx_transport(job& owner, const substrate_config& config)
+    : transport(owner, config) {}
+
+result<std::unique_ptr<transport>> ucx_transport::create(job& owner,
+                                                         const substrate_config& config) {
+  std::unique_ptr<ucx_transport> created(new ucx_transport(owner, config));
+  status made = created->initialize();
+  if (!made) return made.context("UCX substrate");
+  return std::unique_ptr<transport>(std::move(created));
+}
+
+status ucx_transport::initialize() {
+  ucp_config_t* ucx_config = nullptr;
+  ucs_status_t code = ucp_config_read(nullptr, nullptr, &ucx_config);
+  if (code != UCS_OK) return ucx_status("ucp_config_read", code);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                      UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 1;
+  params.estimated_num_eps = static_cast<std::size_t>(size_) * 2;
+  code = ucp_init(&params, ucx_config, &context_);
+  ucp_config_release(ucx_config);
+  if (code != UCS_OK) return ucx_status("ucp_init", code);
+
+  std::string mine;
+  for (int index = 0; index < 2; ++index) {
+    auto state = std::make_unique<worker_state>();
+    state->owner = this;
+    state->which = index == 0 ? channel::request : channel::reply;
+    ucp_worker_params_t worker_params{};
+    worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
+    worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
+    worker_params.events = UCP_WAKEUP_RX | UCP_WAKEUP_TAG_RECV | UCP_WAKEUP_TX;
+    code = ucp_worker_create(context_, &worker_params, &state->worker);
+    if (code != UCS_OK) return ucx_status("ucp_worker_create", code);
+    code = ucp_worker_get_efd(state->worker, &state->efd);
+    if (code != UCS_OK) return ucx_status("ucp_worker_get_efd", code);
+
+    ucp_am_handler_param_t handler{};
+    handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                         UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    handler.id = am_id;
+    handler.flags = UCP_AM_FLAG_WHOLE_MSG;
+    handler.cb = index == 0 ? &ucx_transport::on_am_request : &ucx_transport::on_am_reply;
+    handler.arg = state.get();
+    code = ucp_worker_set_am_recv_handler(state->worker, &handler);
+    if (code != UCS_OK) return ucx_status("ucp_worker_set_am_recv_handler", code);
+
+    ucp_address_t* address = nullptr;
+    std::size_t address_length = 0;
+    code = ucp_worker_get_address(state->worker, &address, &address_length);
+    if (code != UCS_OK) return ucx_status("ucp_worker_get_address", code);
+    std::uint32_t length = static_cast<std::uint32_t>(address_length);
+    mine.append(reinterpret_cast<const char*>(&length), sizeof length);
+    mine.append(reinterpret_cast<const char*>(address), address_length);
+    ucp_worker_release_address(state->worker, address);
+    for (auto& list : state->endpoints) list.assign(size_, nullptr);
+    workers_[index] = std::move(state);
+  }
+
+  if (config_.ucx_path == ucx_data_path::tag)
+    for (auto& state : workers_) {
+      status posted = prepost(*state);
+      if (!posted) return posted;
+    }
+
+  auto blobs = job_.allgather(mine);
+  if (!blobs) return blobs.error();
+  return connect(*blobs);
+}
+
+status ucx_transport::connect(const std::vector<std::string>& blobs) {
+  addresses_.resize(size_);
+  for (int rank = 0; rank < size_; ++rank) {
+    const std::string& blob = blobs[rank];
+    std::size_t at = 0;
+    for (int index = 0; index < 2; ++index) {
+      std::uint32_t length;
+      if (at + sizeof length > blob.size())
+        return status(status_code::protocol_error,
+                      "bad worker address from process " + std::to_string(rank));
+      memcpy(&length, blob.data() + at, sizeof length);
+      at += sizeof length;
+      if (at + length > blob.size())
+        return status(status_code::protocol_error,
+                      "bad worker address from process " + std::to_string(rank));
+      addresses_[rank][index] = blob.substr(at, length);
+      at += length;
+    }
+  }
+  return status::ok();
+}
+
+ucx_transport::~ucx_transport() {
+  stop();
+  for (auto& state : workers_) {
+    if (!state || !state->worker) continue;
+    for (auto& slot : state->slots)
+      if (slot->request != nullptr) ucp_request_cancel(state->worker, slot->request);
+    while (ucp_worker_progress(state->worker) != 0) {
+    }
+    for (auto& list : state->endpoints)
+      for (ucp_ep_h& ep : list) {
+        if (ep == nullptr) continue;
+        ucp_request_param_t close_params{};
+        close_params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        close_params.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        void* closing = ucp_ep_close_nbx(ep, &close_params);
+        if (UCS_PTR_IS_PTR(closing)) {
+          while (ucp_request_check_status(closing) == UCS_INPROGRESS)
+            ucp_worker_progress(state->worker);
+          ucp_request_free(closing);
+        }
+        ep = nullptr;
+      }
+    for (auto& chunk : state->chunks) ucp_mem_unmap(context_, chunk.memh);
+    for (auto& buffer : state->all_buffers)
+      if (buffer->size_class == class_count) delete[] buffer->data;
+    ucp_worker_destroy(state->worker);
+    for (auto& chunk : state->chunks) munmap(chunk.address, chunk.length);
+  }
+  if (context_) ucp_cleanup(context_);
+}
+
+std::string ucx_transport::describe() const {
+  std::string text = std::string("ucx/") + ucx_path_name(config_.ucx_path);
+  if (const char* tls = getenv("UCX_TLS")) text += " (UCX_TLS=" + std::string(tls) + ")";
+  return text;
+}
+
+buffer_footprint ucx_transport::footprint(int nprocs) const {
+  // The am path preposts nothing of its own: UCX's receive pools are per
+  // worker and transport, not per peer.
+  if (config_.ucx_path == ucx_data_path::am) return {0, 0};
+  return tag_path_footprint(nprocs, config_.outstanding);
+}
+
+result<ucp_ep_h> ucx_transport::endpoint(worker_state& worker, int peer, channel to) {
+  int index = to == channel::request ? 0 : 1;
+  ucp_ep_h& ep = worker.endpoints[index][peer];
+  if (ep != nullptr) return ep;
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  params.address = reinterpret_cast<const ucp_address_t*>(addresses_[peer][index].data());
+  params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+  ucs_status_t code = ucp_ep_create(worker.worker, &params, &ep);
+  if (code != UCS_OK) {
+    ep = nullptr;
+    return ucx_status("connecting to process " + std::to_string(peer), code);
+  }
+  return ep;
+}
+
+// Registered send buffers: carved per size class from mapped chunks, 16 at
+// a time; a message above the largest class gets a one-off heap buffer
+// (UCX registers it on the fly for rendezvous).
+ucx_transport::send_buffer* ucx_transport::take_send_buffer(worker_state& worker,
+                                                            std::size_t length) {
+  int size_class = size_class_of(length);
+  if (size_class == class_count) {
+    auto buffer = std::make_unique<send_buffer>();
+    buffer->data = new std::byte[length];
+    buffer->capacity = length;
+    buffer->size_class = class_count;
+    buffer->memh = nullptr;
+    buffer->owner = &worker;
+    send_buffer* raw = buffer.get();
+    worker.all_buffers.push_back(std::move(buffer));
+    return raw;
+  }
+  auto& free_list = worker.free_buffers[size_class];
+  if (free_list.empty()) {
+    std::size_t bytes = smallest_class_bytes << size_class;
+    std::size_t count = 16;
+    std::size_t chunk_length = bytes * count;
+    void* address = mmap(nullptr, chunk_length, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (address == MAP_FAILED) return nullptr;
+    ucp_mem_map_params_t params{};
+    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    params.address = address;
+    params.length = chunk_length;
+    ucp_mem_h memh = nullptr;
+    if (ucp_mem_map(context_, &params, &memh) != UCS_OK) memh = nullptr;
+    worker.chunks.push_back({address, chunk_length, memh});
+    for (std::size_t i = 0; i < count; ++i) {
+      auto buffer = std::make_unique<send_buffer>();
+      buffer->data = static_cast<std::byte*>(address) + i * bytes;
+      buffer->capacity = bytes;
+      buffer->size_class = size_class;
+      buffer->memh = memh;
+      buffer->owner = &worker;
+      free_list.push_back(buffer.get());
+      worker.all_buffers.push_back(std::move(buffer));
+    }
+  }
+  send_buffer* buffer = free_list.back();
+  free_list.pop_back();
+  return buffer;
+}
+
+void ucx_transport::return_send_buffer(worker_state& worker, send_buffer* buffer) {
+  if (buffer->size_class < class_count) {
+    worker.free_buffers[buffer->size_class].push_back(buffer);
+    return;
+  }
+  delete[] buffer->data;
+  for (auto it = worker.all_buffers.begin(); it != worker.all_buffers.end(); ++it)
+    if (it->get() == buffer) {
+      *it = std::move(worker.all_buffers.back());
+      worker.all_buffers.pop_back();
+      break;
+    }
+}
+
+void ucx_transport::on_send_done(void* request, ucs_status_t code, void* user_data) {
+  auto* buffer = static_cast<send_buffer*>(user_data);
+  worker_state& worker = *buffer->owner;
+  if (code != UCS_OK && code != UCS_ERR_CANCELED)
+    TMK_LOG(debug, "send completed with %s", ucs_status_string(code));
+  --worker.in_flight;
+  worker.owner->return_send_buffer(worker, buffer);
+  ucp_request_free(request);
+}
+
+status ucx_transport::post(channel from, int peer, channel to, const wire_header& header,
+                           parts payload, std::size_t payload_length) {
+  worker_state& worker = state(from);
+  auto ep = endpoint(worker, peer, to);
+  if (!ep) return ep.error();
+  std::size_t total = sizeof header + payload_length;
+  if (config_.ucx_path == ucx_data_path::am) {
+    // First try to send straight from the caller's memory, asking UCX to
+    // complete at once (short or copy-in protocols): no pool buffer and no
+    // extra copy.  Up to the largest size class the eager protocol is
+    // forced: through shared memory its copies pipeline on both sides and
+    // beat the rendezvous round trips.
+    ucp_dt_iov_t iov[max_parts];
+    std::size_t count = 0;
+    for (const auto& part : payload)
+      if (!part.empty() && count < max_parts)
+        iov[count++] = {const_cast<std::byte*>(part.data()), part.size()};
+    if (count < max_parts || payload.size() <= max_parts) {
+      ucp_request_param_t params{};
+      params.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | UCP_OP_ATTR_FIELD_FLAGS;
+      params.flags = payload_length <= largest_class_bytes ? UCP_AM_SEND_FLAG_EAGER : 0;
+      void* request;
+      if (count <= 1) {
+        // One part: the contiguous datatype takes UCX's shortest path.
+        request = ucp_am_send_nbx(*ep, am_id, &header, sizeof header,
+                                  count ? iov[0].buffer : nullptr, payload_length, &params);
+      } else {
+        params.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+        params.datatype = ucp_dt_make_iov();
+        request = ucp_am_send_nbx(*ep, am_id, &header, sizeof header, iov, count, &params);
+      }
+      if (request == nullptr) return status::ok();
+      if (UCS_PTR_STATUS(request) != UCS_ERR_NO_RESOURCE)
+        return ucx_status("ucp_am_send_nbx", UCS_PTR_STATUS(request));
+    }
+  }
+  send_buffer* buffer = take_send_buffer(worker, total);
+  if (buffer == nullptr)
+    return status(status_code::exhausted, "no memory for a send buffer of " +
+                                              std::to_string(total) + " bytes");
+  memcpy(buffer->data, &header, sizeof header);
+  std::byte* at = buffer->data + sizeof header;
+  for (const auto& part : payload) {
+    if (!part.empty()) memcpy(at, part.data(), part.size());
+    at += part.size();
+  }
+  if (config_.ucx_path == ucx_data_path::am) return post_am(worker, *ep, to, buffer, total);
+  return post_tag(worker, *ep, to, buffer, total);
+}
+
+status ucx_transport::post_am(worker_state& worker, ucp_ep_h ep, channel, send_buffer* buffer,
+                              std::size_t length) {
+  ucp_request_param_t params{};
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  if (buffer->memh) {
+    params.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    params.memh = buffer->memh;
+  }
+  params.cb.send = &ucx_transport::on_send_done;
+  params.user_data = buffer;
+  if (length - sizeof(wire_header) <= largest_class_bytes) {
+    params.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = UCP_AM_SEND_FLAG_EAGER;
+  }
+  void* request = ucp_am_send_nbx(ep, am_id, buffer->data, sizeof(wire_header),
+                                  buffer->data + sizeof(wire_header),
+                                  length - sizeof(wire_header), &params);
+  if (request == nullptr) {
+    return_send_buffer(worker, buffer);
+    return status::ok();
+  }
+  if (UCS_PTR_IS_ERR(request)) {
+    return_send_buffer(worker, buffer);
+    return ucx_status("ucp_am_send_nbx", UCS_PTR_STATUS(request));
+  }
+  ++worker.in_flight;
+  return status::ok();
+}
+
+status ucx_transport::post_tag(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
+                               std::size_t length) {
+  std::uint64_t kind = to == channel::request ? tag_request : tag_reply;
+  auto send_one = [&](void* data, std::size_t bytes, ucp_tag_t tag,
+                      send_buffer* release) -> status {
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    if (release->memh) {
+      params.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+      params.memh = release->memh;
+    }
+    params.cb.send = &ucx_transport::on_send_done;
+    params.user_data = release;
+    void* request = ucp_tag_send_nbx(ep, data, bytes, tag, &params);
+    if (request == nullptr) {
+      return_send_buffer(worker, release);
+      return status::ok();
+    }
+    if (UCS_PTR_IS_ERR(request)) {
+      return_send_buffer(worker, release);
+      return ucx_status("ucp_tag_send_nbx", UCS_PTR_STATUS(request));
+    }
+    ++worker.in_flight;
+    return status::ok();
+  };
+
+  int size_class = size_class_of(length);
+  if (size_class < class_count)
+    return send_one(buffer->data, length, make_tag(kind, size_class, rank_, 0), buffer);
+
+  // Above the largest class: announce in a small class, then the payload by
+  // rendezvous under a tag of its own.
+  std::uint32_t id = worker.next_large_id++;
+  std::size_t announce_length = sizeof(wire_header) + sizeof(large_announcement);
+  send_buffer* announce = take_send_buffer(worker, announce_length);
+  if (announce == nullptr) {
+    return_send_buffer(worker, buffer);
+    return status(status_code::exhausted, "no memory for a send buffer");
+  }
+  wire_header header;
+  memcpy(&header, buffer->data, sizeof header);
+  header.reserved[0] = large_flag;
+  large_announcement what{length - sizeof(wire_header), id, 0};
+  memcpy(announce->data, &header, sizeof header);
+  memcpy(announce->data + sizeof header, &what, sizeof what);
+  status sent = send_one(announce->data, announce_length,
+                         make_tag(kind, size_class_of(announce_length), rank_, 0), announce);
+  if (!sent) {
+    return_send_buffer(worker, buffer);
+    return sent;
+  }
+  return send_one(buffer->data + sizeof(wire_header), length - sizeof(wire_header),
+                  make_tag(tag_large, 0, rank_, id), buffer);
+}
+
+status ucx_transport::prepost(worker_state& worker) {
+  // Counts from FAST/GM §2.2.2: o*(n-1) small request buffers, n-1 of each
+  // larger request class, one of each class for replies.
+  int peers = size_ > 1 ? size_ - 1 : 1;
+  std::vector<int> counts(class_count);
+  for (int size_class = 0; size_class < class_count; ++size_class)
+    counts[size_class] = worker.which == channel::reply ? 1
+                         : size_class == 0 ? static_cast<int>(config_.outstanding) * peers
+                                           : peers;
+  std::size_t total = 0;
+  for (int size_class = 0; size_class < class_count; ++size_class)
+    total += counts[size_class] * (smallest_class_bytes << size_class);
+  void* address =
+      mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (address == MAP_FAILED) return errno_status("receive buffers");
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  params.address = address;
+  params.length = total;
+  ucp_mem_h memh = nullptr;
+  ucs_status_t code = ucp_mem_map(context_, &params, &memh);
+  if (code != UCS_OK) return ucx_status("registering receive buffers", code);
+  worker.chunks.push_back({address, total, memh});
+  auto* at = static_cast<std::byte*>(address);
+  for (int size_class = 0; size_class < class_count; ++size_class)
+    for (int i = 0; i < counts[size_class]; ++i) {
+      auto slot = std::make_unique<preposted>();
+      slot->worker = &worker;
+      slot->size_class = size_class;
+      slot->data = at;
+      at += smallest_class_bytes << size_class;
+      worker.slots.push_back(std::move(slot));
+    }
+  for (auto& slot : worker.slots) repost(slot.get());
+  return status::ok();
+}
+
+void ucx_transport::repost(preposted* slot) {
+  worker_state& worker = *slot->worker;
+  std::uint64_t kind = worker.which == channel::request ? tag_request : tag_reply;
+  // NO_IMM_CMPL: a message already waiting completes through the callback
+  // too (UCX 1.13 does not fill recv_info on immediate completion), maybe
+  // before ucp_tag_recv_nbx returns.
+  ucp_request_param_t params{};
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  params.cb.recv = &ucx_transport::on_tag_received;
+  params.user_data = slot;
+  slot->posted = true;
+  slot->request = nullptr;
+  void* request = ucp_tag_recv_nbx(worker.worker, slot->data, smallest_class_bytes << slot->size_class,
+                                   make_tag(kind, slot->size_class, 0, 0), class_mask, &params);
+  if (UCS_PTR_IS_ERR(request)) {
+    slot->posted = false;
+    TMK_LOG(error, "reposting a receive buffer: %s", ucs_status_string(UCS_PTR_STATUS(request)));
+    return;
+  }
+  if (!slot->posted) return;  // the callback already ran
+  ucp_tag_recv_info_t info{};
+  ucs_status_t code = ucp_tag_recv_request_test(request, &info);
+  if (code == UCS_INPROGRESS) {
+    slot->request = request;
+    return;
+  }
+  // Completed inside the call without the callback: take it from here.
+  slot->posted = false;
+  slot->length = code == UCS_OK ? info.length : 0;
+  slot->tag = info.sender_tag;
+  ucp_request_free(request);
+  worker.completed_slots.push_back(slot);
+}
+
+void ucx_transport::on_tag_received(void* request, ucs_status_t code,
+                                    const ucp_tag_recv_info_t* info, void* user_data) {
+  // info lives in the request: read it before the request is freed.
+  auto* slot = static_cast<preposted*>(user_data);
+  slot->request = nullptr;
+  slot->posted = false;
+  if (code == UCS_OK) {
+    slot->length = info->length;
+    slot->tag = info->sender_tag;
+  } else {
+    if (code != UCS_ERR_CANCELED) TMK_LOG(warn, "a receive failed: %s", ucs_status_string(code));
+    slot->length = 0;
+  }
+  ucp_request_free(request);
+  if (code == UCS_ERR_CANCELED) return;
+  slot->worker->completed_slots.push_back(slot);
+}
+
+void ucx_transport::on_large_received(void* request, ucs_status_t code, const ucp_tag_recv_info_t*,
+                                      void* user_data) {
+  auto* receive = static_cast<large_receive*>(user_data);
+  ucp_request_free(request);
+  if (code != UCS_OK) {
+    TMK_LOG(warn, "a large receive failed: %s", ucs_status_string(code));
+    receive->header.kind = static_cast<message_kind>(0);
+  }
+  receive->worker->completed_large.push_back(receive);
+}
+
+void ucx_transport::handle_tag_message(worker_state& worker, preposted* slot, std::size_t length,
+                                       ucp_tag_t tag) {
+  if (length < sizeof(wire_header)) {
+    TMK_LOG(warn, "dropped a message of %zu bytes: too short", length);
+    repost(slot);
+    return;
+  }
+  wire_header header;
+  memcpy(&header, slot->data, sizeof header);
+  int sender = static_cast<int>((tag >> 32) & 0xffffff);
+  if (header.reserved[0] & large_flag) {
+    large_announcement what{};
+    if (length >= sizeof header + sizeof what) memcpy(&what, slot->data + sizeof header, sizeof what);
+    repost(slot);
+    if (what.length > config_.max_message || sender >= size_) {
+      TMK_LOG(warn, "dropped an announced message of %llu bytes from process %d (tag %llx)",
+              static_cast<unsigned long long>(what.length), sender, (unsigned long long)tag);
+      return;
+    }
+    header.reserved[0] = 0;
+    auto* receive = new large_receive{&worker, header, {}, nullptr};
+    std::byte* into;
+    if (worker.which == channel::reply &&
+        (receive->destination = reply_destination(header, what.length)) != nullptr) {
+      into = receive->destination->data();
+    } else {
+      receive->data.resize(what.length);
+      into = receive->data.data();
+    }
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    params.cb.recv = &ucx_transport::on_large_received;
+    params.user_data = receive;
+    void* request = ucp_tag_recv_nbx(worker.worker, into, what.length,
+                                     make_tag(tag_large, 0, sender, what.id), full_mask, &params);
+    if (UCS_PTR_IS_ERR(request)) {
+      TMK_LOG(error, "receiving a large message: %s", ucs_status_string(UCS_PTR_STATUS(request)));
+      delete receive;
+    } else if (request == nullptr) {
+      worker.completed_large.push_back(receive);
+    }
+    return;
+  }
+  byte_span payload{slot->data + sizeof header, length - sizeof header};
+  if (worker.which == channel::request) {
+    deliver_request(header, payload);
+    repost(slot);
+    return;
+  }
+  if (auto* destination = reply_destination(header, payload.size())) {
+    memcpy(destination->data(), payload.data(), payload.size());
+    reply_complete(header);
+  }
+  repost(slot);
+}
+
+void ucx_transport::handle_large(worker_state& worker, large_receive* receive) {
+  if (receive->header.kind == static_cast<message_kind>(0)) {
+    delete receive;
+    return;
+  }
+  if (worker.which == channel::request)
+    deliver_request(receive->header, {receive->data.data(), receive->data.size()});
+  else if (receive->destination != nullptr)
+    reply_complete(receive->header);
+  delete receive;
+}
+
+ucs_status_t ucx_transport::on_am_request(void* arg, const void* header, size_t header_length,
+                                          void* data, size_t length,
+                                          const ucp_am_recv_param_t* param) {
+  auto* worker = static_cast<worker_state*>(arg);
+  ucx_transport* self = worker->owner;
+  if (header_length != sizeof(wire_header)) {
+    TMK_LOG(warn, "dropped a request with a %zu-byte header", header_length);
+    return UCS_OK;
+  }
+  wire_header parsed;
+  memcpy(&parsed, header, sizeof parsed);
+  if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+    if (length > self->config_.max_message) {
+      TMK_LOG(warn, "dropped a request of %zu bytes: above TMK_MAX_MESSAGE", length);
+      return UCS_OK;
+    }
+    auto* receive = new large_receive{worker, parsed, std::vector<std::byte>(length), nullptr};
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    params.cb.recv_am = &ucx_transport::on_am_data_received;
+    params.user_data = receive;
+    void* request = ucp_am_recv_data_nbx(worker->worker, data, receive->data.data(), length, &params);
+    if (UCS_PTR_IS_ERR(request)) {
+      TMK_LOG(error, "receiving a request: %s", ucs_status_string(UCS_PTR_STATUS(request)));
+      delete receive;
+    } else if (request == nullptr) {
+      worker->completed_large.push_back(receive);
+    }
+    return UCS_OK;
+  }
+  // Eager data is valid during the callback: the handler runs right here.
+  self->deliver_request(parsed, {static_cast<const std::byte*>(data), length});
+  return UCS_OK;
+}
+
+void ucx_transport::on_am_data_received(void* request, ucs_status_t code, size_t,
+                                        void* user_data) {
+  auto* receive = static_cast<large_receive*>(user_data);
+  ucp_request_free(request);
+  if (code != UCS_OK) {
+    TMK_LOG(warn, "receiving rendezvous data failed: %s", ucs_status_string(code));
+    receive->header.kind = static_cast<message_kind>(0);
+  }
+  receive->worker->completed_large.push_back(receive);
+}
+
+ucs_status_t ucx_transport::on_am_reply(void* arg, const void* header, size_t header_length,
+                                        void* data, size_t length,
+                                        const ucp_am_recv_param_t* param) {
+  auto* worker = static_cast<worker_state*>(arg);
+  ucx_transport* self = worker->owner;
+  if (header_length != sizeof(wire_header)) {
+    TMK_LOG(warn, "dropped a reply with a %zu-byte header", header_length);
+    return UCS_OK;
+  }
+  wire_header parsed;
+  memcpy(&parsed, header, sizeof parsed);
+  std::vector<std::byte>* destination = self->reply_destination(parsed, length);
+  if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+    auto* receive = new large_receive{worker, parsed, {}, destination};
+    std::byte* into;
+    if (destination != nullptr) {
+      into = destination->data();
+    } else {
+      receive->data.resize(length);
+      into = receive->data.data();
+    }
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    params.cb.recv_am = &ucx_transport::on_am_data_received;
+    params.user_data = receive;
+    void* request = ucp_am_recv_data_nbx(worker->worker, data, into, length, &params);
+    if (UCS_PTR_IS_ERR(request)) {
+      TMK_LOG(error, "receiving a reply: %s", ucs_status_string(UCS_PTR_STATUS(request)));
+      delete receive;
+    } else if (request == nullptr) {
+      worker->completed_large.push_back(receive);
+    }
+    return UCS_OK;
+  }
+  if (destination != nullptr) {
+    if (length) memcpy(destination->data(), data, length);
+    self->reply_complete(parsed);
+  }
+  return UCS_OK;
+}
+
+unsigned ucx_transport::progress(channel which) {
+  worker_state& worker = state(which);
+  unsigned events = ucp_worker_progress(worker.worker);
+  while (!worker.completed_slots.empty() || !worker.completed_large.empty()) {
+    while (!worker.completed_slots.empty()) {
+      preposted* slot = worker.completed_slots.front();
+      worker.completed_slots.pop_front();
+      handle_tag_message(worker, slot, slot->length, slot->tag);
+      ++events;
+    }
+    while (!worker.completed_large.empty()) {
+      large_receive* receive = worker.completed_large.front();
+      worker.completed_large.pop_front();
+      handle_large(worker, receive);
+      ++events;
+    }
+  }
+  return events;
+}
+
+bool ucx_transport::arm(channel which) {
+  worker_state& worker = state(which);
+  if (!worker.completed_slots.empty() || !worker.completed_large.empty()) return false;
+  ucs_status_t code = ucp_worker_arm(worker.worker);
+  return code == UCS_OK;
+}
+
+int ucx_transport::event_fd(channel which) const { return state(which).efd; }
+
+status ucx_transport::flush_channel(channel which) {
+  worker_state& worker = state(which);
+  unsigned spins = 0;
+  while (worker.in_flight > 0) {
+    progress(which);
+    if (job_.failed()) return job_.failure();
+    if (++spins % 4096 == 0) std::this_thread::yield();
+  }
+  return status::ok();
+}
+
+}  // namespace tmk

@@ -1,0 +1,102 @@
+// ucx_transport.h — the substrate over UCX (UCP).
+//
+// One UCP context, two workers: the request worker (service thread) and the
+// reply worker (calling thread), each UCS_THREAD_MODE_SINGLE and touched by
+// its own thread only.  Every process publishes both worker addresses at
+// start-up; endpoints to a peer's workers are created on first use.
+//
+// Two data paths (TMK_UCX_PATH):
+//   am   active messages: UCX owns the receive pools; a request's data is
+//        held (UCS_INPROGRESS) until its handler returns; rendezvous data
+//        is received with ucp_am_recv_data_nbx.
+//   tag  FAST/GM's design literally: receive buffers in size classes
+//        (64 B .. 32 KiB) preposted with ucp_tag_recv_nbx in registered
+//        memory — o*(n-1) small and n-1 of every larger class for requests,
+//        one per class for replies; the tag carries kind | class | source.
+//        A message above the largest class is announced in a small one and
+//        follows by rendezvous under its own tag.
+// Both send from a pool of registered send buffers (the header and the
+// payload must outlive the send: UCX 1.13 cannot copy the header).
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport.h"
+
+namespace tmk {
+
+// Size classes shared by the send pool and the preposted receives.
+inline constexpr std::size_t smallest_class_bytes = 64;
+inline constexpr int class_count = 10;  // 64 B .. 32 KiB
+inline constexpr std::size_t largest_class_bytes = smallest_class_bytes << (class_count - 1);
+// The class whose buffers hold length bytes, or class_count if none does.
+int size_class_of(std::size_t length);
+// Preposted receive memory of the tag path for n processes.
+buffer_footprint tag_path_footprint(int nprocs, unsigned outstanding);
+
+class ucx_transport final : public transport {
+ public:
+  static result<std::unique_ptr<transport>> create(job& owner, const substrate_config& config);
+  ~ucx_transport() override;
+
+  std::string describe() const override;
+  buffer_footprint footprint(int nprocs) const override;
+
+ protected:
+  status post(channel from, int peer, channel to, const wire_header& header, parts payload,
+              std::size_t payload_length) override;
+  unsigned progress(channel which) override;
+  bool arm(channel which) override;
+  int event_fd(channel which) const override;
+  status flush_channel(channel which) override;
+
+ private:
+  struct send_buffer;
+  struct preposted;
+  struct worker_state;
+  struct large_receive;
+
+  ucx_transport(job& owner, const substrate_config& config);
+  status initialize();
+  status connect(const std::vector<std::string>& blobs);
+  result<ucp_ep_h> endpoint(worker_state& worker, int peer, channel to);
+  send_buffer* take_send_buffer(worker_state& worker, std::size_t length);
+  void return_send_buffer(worker_state& worker, send_buffer* buffer);
+  status post_am(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
+                 std::size_t length);
+  status post_tag(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
+                  std::size_t length);
+  status prepost(worker_state& worker);
+  void repost(preposted* slot);
+  void handle_tag_message(worker_state& worker, preposted* slot, std::size_t length,
+                          ucp_tag_t tag);
+  void handle_large(worker_state& worker, large_receive* receive);
+
+  static ucs_status_t on_am_request(void* arg, const void* header, size_t header_length,
+                                    void* data, size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t on_am_reply(void* arg, const void* header, size_t header_length,
+                                  void* data, size_t length, const ucp_am_recv_param_t* param);
+  static void on_send_done(void* request, ucs_status_t status, void* user_data);
+  static void on_tag_received(void* request, ucs_status_t status,
+                              const ucp_tag_recv_info_t* info, void* user_data);
+  static void on_large_received(void* request, ucs_status_t status,
+                                const ucp_tag_recv_info_t* info, void* user_data);
+  static void on_am_data_received(void* request, ucs_status_t status, size_t length,
+                                  void* user_data);
+  worker_state& state(channel which) { return *workers_[which == channel::request ? 0 : 1]; }
+  const worker_state& state(channel which) const {
+    return *workers_[which == channel::request ? 0 : 1];
+  }
+
+  ucp_context_h context_ = nullptr;
+  std::array<std::unique_ptr<worker_state>, 2> workers_;
+  // Worker addresses of every process: [rank][0] request, [rank][1] reply.
+  std::vector<std::array<std::string, 2>> addresses_;
+};
+
+}  // namespace tmk
