@@ -217,6 +217,12 @@ status job::start_fork(int nprocs) {
         close(connections_[other]->fd);
         if (other != child) close(child_ends[other]);
       }
+      // Event fds created before the fork are shared with the parent: each
+      // process needs its own.
+      close(failure_fd_);
+      close(wake_fd_);
+      failure_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+      wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
       connections_.clear();
       connections_.resize(1);
       connections_[0] = std::make_unique<connection>();
@@ -657,6 +663,7 @@ void job::handle_message(connection& from, std::uint32_t type, const std::string
       break;
     }
     case control_fin: {
+      TMK_LOG(debug, "finish: end message received");
       std::lock_guard lock(mutex_);
       fin_received_ = true;
       changed_.notify_all();
@@ -780,6 +787,7 @@ void job::die(int exit_code) {
 
 int job::finish(int exit_status) {
   finishing_.store(true);
+  TMK_LOG(debug, "finish: start");
   if (size_ == 1) return exit_status;
   auto failed_during_exit = [this] { fatal_lost(failure(), "Tmk_exit"); };
   if (rank_ != 0) {
@@ -793,6 +801,7 @@ int job::finish(int exit_status) {
       lock.unlock();
       failed_during_exit();
     }
+    TMK_LOG(debug, "finish: end seen");
   } else {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [this] { return byes_ == size_ - 1 || failed_.load(); });
@@ -801,6 +810,7 @@ int job::finish(int exit_status) {
       failed_during_exit();
     }
     lock.unlock();
+    TMK_LOG(debug, "finish: every process said bye");
     broadcast(control_fin, {}, -1);
     if (exit_status == 0) exit_status = first_bad_status_;
   }
@@ -812,6 +822,7 @@ int job::finish(int exit_status) {
   ssize_t ignored = write(wake_fd_, &one, sizeof one);
   (void)ignored;
   if (monitor_.joinable()) monitor_.join();
+  TMK_LOG(debug, "finish: monitor stopped");
 
   if (mode_ == launch_mode::fork && rank_ == 0) {
     for (auto& child : connections_) {

@@ -92,8 +92,9 @@ TEST_P(transport_failure, killed_peer_is_reported_by_everyone) {
     EXPECT_NE(result.err.find("tmk[" + std::to_string(rank) + "]: lost process " + victim),
               std::string::npos)
         << "process " << rank << " did not report the loss\n" << describe(result);
-  if (nprocs > 1)
+  if (nprocs > 1) {
     EXPECT_NE(result.err.find("killed by signal 9"), std::string::npos) << describe(result);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(all, transport_failure,

@@ -1,0 +1,82 @@
+#include "config.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "diff.h"
+
+namespace tmk {
+
+namespace {
+const setting_description runtime_table[] = {
+    {"TMK_PAGE_SIZE", "4096", "coherence unit in bytes: a multiple of the system page, at most 256K"},
+    {"TMK_SHARED_BASE", "0x600000000000",
+     "address of the shared region, the same in every process"},
+    {"TMK_SHARED_SIZE", "64G", "size of the shared region (reserved, not committed)"},
+    {"TMK_GC_THRESHOLD", "64M",
+     "consistency data (twins, diffs, write notices) per process that starts a garbage collection "
+     "at the next barrier"},
+    {"TMK_MAX_LOCKS", "65536", "number of lock ids (0 .. TMK_MAX_LOCKS-1)"},
+    {"TMK_MAX_BARRIERS", "65536", "number of barrier ids (0 .. TMK_MAX_BARRIERS-1)"},
+    {"TMK_STATS", "", "file that receives every process's statistics as JSON at exit"},
+};
+}  // namespace
+
+std::span<const setting_description> runtime_settings() { return runtime_table; }
+
+result<runtime_config> runtime_config::from_environment() {
+  runtime_config config;
+  std::size_t system_page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  if (auto value = setting_value("TMK_PAGE_SIZE")) {
+    auto parsed = parse_size("TMK_PAGE_SIZE", *value, system_page, diff_max_page);
+    if (!parsed) return parsed.error();
+    if (*parsed % system_page != 0 || (*parsed & (*parsed - 1)) != 0)
+      return status(status_code::invalid_argument,
+                    "TMK_PAGE_SIZE=" + *value + ": expected a power of two multiple of " +
+                        std::to_string(system_page));
+    config.page_size = *parsed;
+  }
+  if (auto value = setting_value("TMK_SHARED_BASE")) {
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long base = strtoull(value->c_str(), &end, 0);
+    if (errno != 0 || end == value->c_str() || *end != '\0' || base == 0 ||
+        base % config.page_size != 0 || base >= (1ull << 47))
+      return status(status_code::invalid_argument,
+                    "TMK_SHARED_BASE=" + *value +
+                        ": expected a page-aligned user-space address such as 0x600000000000");
+    config.shared_base = base;
+  }
+  if (auto value = setting_value("TMK_SHARED_SIZE")) {
+    auto parsed = parse_size("TMK_SHARED_SIZE", *value, config.page_size, std::uint64_t{1} << 44);
+    if (!parsed) return parsed.error();
+    config.shared_size = *parsed / config.page_size * config.page_size;
+  }
+  if (config.shared_size / config.page_size > 0xffffffffull)
+    return status(status_code::invalid_argument,
+                  "TMK_SHARED_SIZE: more than 2^32 pages; use a larger TMK_PAGE_SIZE");
+  if (config.shared_base + config.shared_size > (1ull << 47))
+    return status(status_code::invalid_argument,
+                  "TMK_SHARED_BASE + TMK_SHARED_SIZE reach beyond the user address space");
+  if (auto value = setting_value("TMK_GC_THRESHOLD")) {
+    auto parsed = parse_size("TMK_GC_THRESHOLD", *value, 4096, std::uint64_t{1} << 40);
+    if (!parsed) return parsed.error();
+    config.gc_threshold = *parsed;
+  }
+  if (auto value = setting_value("TMK_MAX_LOCKS")) {
+    auto parsed = parse_unsigned("TMK_MAX_LOCKS", *value, 1, 1u << 30);
+    if (!parsed) return parsed.error();
+    config.max_locks = static_cast<std::uint32_t>(*parsed);
+  }
+  if (auto value = setting_value("TMK_MAX_BARRIERS")) {
+    auto parsed = parse_unsigned("TMK_MAX_BARRIERS", *value, 1, 1u << 30);
+    if (!parsed) return parsed.error();
+    config.max_barriers = static_cast<std::uint32_t>(*parsed);
+  }
+  if (auto value = setting_value("TMK_STATS")) config.statistics_file = *value;
+  return config;
+}
+
+}  // namespace tmk

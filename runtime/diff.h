@@ -1,0 +1,38 @@
+// diff.h — run-length encoded word diffs between a page and its twin.
+//
+// A diff lists the 4-byte words of a page that differ from its twin, as
+// runs: {u16 first word, u16 word count, the words}.  Word granularity is
+// what lets two processes write different words of one page (false
+// sharing) and both writes survive.  Creating a diff reads both copies
+// once, eight bytes at a time; applying one copies each run.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tmk {
+
+inline constexpr std::size_t diff_word = 4;
+// The largest page a diff can describe (word offsets are 16 bits).
+inline constexpr std::size_t diff_max_page = 65536 * diff_word;
+
+struct diff_run_header {
+  std::uint16_t first_word;
+  std::uint16_t word_count;
+};
+
+// Appends to out the diff that turns twin into page (both page_size bytes).
+// Returns the number of bytes appended (0: no word changed).
+std::size_t diff_create(const std::byte* twin, const std::byte* page, std::size_t page_size,
+                        std::vector<std::byte>& out);
+
+// Applies diff to page.  Returns false, changing nothing, if the diff is
+// malformed (a run past the end of the page, a truncated run).
+bool diff_apply(std::byte* page, std::size_t page_size, std::span<const std::byte> diff);
+
+// True if diff is well formed for a page of page_size bytes.
+bool diff_valid(std::span<const std::byte> diff, std::size_t page_size);
+
+}  // namespace tmk

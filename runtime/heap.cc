@@ -1,0 +1,209 @@
+// heap.cc — Tmk_malloc, Tmk_sbrk, Tmk_free and Tmk_distribute.
+//
+// One allocator, at process 0, hands out shared addresses; the others ask
+// it with a request.  Tmk_distribute sends the bytes of a private global
+// variable to every other process as (module, offset): processes started
+// separately load the program at different addresses, so the address is
+// translated relative to the loaded module (executable or library) that
+// contains it.
+#include <link.h>
+
+#include <cstring>
+
+#include "log.h"
+#include "node.h"
+
+namespace tmk {
+
+namespace {
+
+struct module_location {
+  std::string name;
+  std::uint64_t offset = 0;
+  bool found = false;
+};
+
+// The loaded module whose writable segment holds [address, address+size).
+module_location locate(const void* address, std::size_t size) {
+  struct search {
+    std::uintptr_t address;
+    std::size_t size;
+    module_location result;
+  } state{reinterpret_cast<std::uintptr_t>(address), size, {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) -> int {
+        auto* wanted = static_cast<search*>(data);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const auto& segment = info->dlpi_phdr[i];
+          if (segment.p_type != PT_LOAD || !(segment.p_flags & PF_W)) continue;
+          std::uintptr_t start = info->dlpi_addr + segment.p_vaddr;
+          if (wanted->address >= start && wanted->address + wanted->size <= start + segment.p_memsz) {
+            wanted->result = {info->dlpi_name ? info->dlpi_name : "",
+                              wanted->address - info->dlpi_addr, true};
+            return 1;
+          }
+        }
+        return 0;
+      },
+      &state);
+  return state.result;
+}
+
+// The address of offset in the module called name, if it falls in one of
+// its writable segments.
+void* resolve(const std::string& name, std::uint64_t offset, std::size_t size) {
+  struct search {
+    const std::string* name;
+    std::uint64_t offset;
+    std::size_t size;
+    void* result = nullptr;
+  } state{&name, offset, size};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) -> int {
+        auto* wanted = static_cast<search*>(data);
+        if (*wanted->name != (info->dlpi_name ? info->dlpi_name : "")) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const auto& segment = info->dlpi_phdr[i];
+          if (segment.p_type != PT_LOAD || !(segment.p_flags & PF_W)) continue;
+          if (wanted->offset >= segment.p_vaddr &&
+              wanted->offset + wanted->size <= segment.p_vaddr + segment.p_memsz) {
+            wanted->result = reinterpret_cast<void*>(info->dlpi_addr + wanted->offset);
+            return 1;
+          }
+        }
+        return 1;
+      },
+      &state);
+  return state.result;
+}
+
+}  // namespace
+
+void* node::allocate(unsigned size) {
+  std::uint64_t address = 0;
+  if (rank_ == 0) {
+    std::lock_guard lock(mutex_);
+    address = heap_->allocate(size);
+  } else {
+    message_writer request(message_type::allocate);
+    request.put<std::uint8_t>(0);
+    request.put<std::uint64_t>(size);
+    auto answer = await(send_request(0, request, "Tmk_malloc"), "Tmk_malloc");
+    message_reader reader(answer);
+    if (reader.type() != message_type::allocate_reply || !reader.get(address))
+      protocol_failure("Tmk_malloc: malformed reply");
+  }
+  return reinterpret_cast<void*>(address);
+}
+
+void* node::extend(unsigned increment) {
+  std::uint64_t address = 0;
+  if (rank_ == 0) {
+    std::lock_guard lock(mutex_);
+    address = heap_->extend(increment);
+  } else {
+    message_writer request(message_type::allocate);
+    request.put<std::uint8_t>(1);
+    request.put<std::uint64_t>(increment);
+    auto answer = await(send_request(0, request, "Tmk_sbrk"), "Tmk_sbrk");
+    message_reader reader(answer);
+    if (reader.type() != message_type::allocate_reply || !reader.get(address))
+      protocol_failure("Tmk_sbrk: malformed reply");
+  }
+  return reinterpret_cast<void*>(address);
+}
+
+void node::release_block(void* pointer) {
+  if (pointer == nullptr) return;
+  auto address = reinterpret_cast<std::uint64_t>(pointer);
+  bool released = false;
+  if (rank_ == 0) {
+    std::lock_guard lock(mutex_);
+    released = heap_->release(address);
+  } else {
+    message_writer request(message_type::release_block);
+    request.put<std::uint64_t>(address);
+    auto answer = await(send_request(0, request, "Tmk_free"), "Tmk_free");
+    message_reader reader(answer);
+    std::uint8_t ok = 0;
+    if (reader.type() != message_type::release_reply || !reader.get(ok))
+      protocol_failure("Tmk_free: malformed reply");
+    released = ok != 0;
+  }
+  if (!released) {
+    char text[96];
+    snprintf(text, sizeof text, "%p was not returned by Tmk_malloc (or was freed already)", pointer);
+    fail("Tmk_free", text);
+  }
+}
+
+void node::handle_allocate(const incoming_request& request, message_reader& reader) {
+  std::uint8_t kind = reader.take<std::uint8_t>();
+  std::uint64_t size = reader.take<std::uint64_t>();
+  if (!reader.ok() || rank_ != 0 || kind > 1) return reject(request, "malformed allocation request");
+  message_writer answer(message_type::allocate_reply);
+  {
+    std::lock_guard lock(mutex_);
+    answer.put<std::uint64_t>(kind == 0 ? heap_->allocate(size) : heap_->extend(size));
+  }
+  reply(request.token(), answer);
+}
+
+void node::handle_release(const incoming_request& request, message_reader& reader) {
+  std::uint64_t address = reader.take<std::uint64_t>();
+  if (!reader.ok() || rank_ != 0) return reject(request, "malformed free request");
+  message_writer answer(message_type::release_reply);
+  {
+    std::lock_guard lock(mutex_);
+    answer.put<std::uint8_t>(heap_->release(address) ? 1 : 0);
+  }
+  reply(request.token(), answer);
+}
+
+void node::distribute(const void* pointer, int size) {
+  if (size <= 0) fail("Tmk_distribute", "size must be positive, got " + std::to_string(size));
+  auto* at = static_cast<const std::byte*>(pointer);
+  if (pointer == nullptr) fail("Tmk_distribute", "null pointer");
+  if (at + size > shared_base_ && at < shared_base_ + config_.shared_size)
+    fail("Tmk_distribute", "the pointer is in the shared region; distribute private variables "
+                           "(shared memory needs no distribution)");
+  if (nprocs_ == 1) return;
+  module_location where = locate(pointer, static_cast<std::size_t>(size));
+  bool absolute = !where.found;
+  if (absolute && job_.mode() != launch_mode::fork)
+    fail("Tmk_distribute", "the pointer is not in a global variable of the program or of a "
+                           "library; processes not forked from one another can only exchange "
+                           "global variables");
+  message_writer message(message_type::distribute);
+  message.put<std::uint8_t>(absolute ? 1 : 0);
+  message.put_string(where.name);
+  message.put<std::uint64_t>(absolute ? reinterpret_cast<std::uint64_t>(pointer) : where.offset);
+  message.put_bytes({at, static_cast<std::size_t>(size)});
+  std::vector<request_id> ids;
+  for (int process = 0; process < nprocs_; ++process)
+    if (process != rank_) ids.push_back(send_request(process, message, "Tmk_distribute"));
+  std::vector<std::vector<std::byte>> replies(ids.size());
+  await_all(ids, replies, "Tmk_distribute");
+}
+
+void node::handle_distribute(const incoming_request& request, message_reader& reader) {
+  std::uint8_t absolute = reader.take<std::uint8_t>();
+  std::string name = reader.get_string();
+  std::uint64_t offset = reader.take<std::uint64_t>();
+  auto bytes = reader.get_bytes();
+  if (!reader.ok() || bytes.empty()) return reject(request, "malformed distribution");
+  void* target = nullptr;
+  if (absolute) {
+    // Forked processes share the layout of the process that forked them.
+    if (job_.mode() == launch_mode::fork) target = reinterpret_cast<void*>(offset);
+  } else {
+    target = resolve(name, offset, bytes.size());
+  }
+  if (target == nullptr)
+    return reject(request, "no variable at offset " + std::to_string(offset) + " of module '" +
+                               name + "' here");
+  memcpy(target, bytes.data(), bytes.size());
+  reply(request.token(), message_writer(message_type::distribute_reply));
+}
+
+}  // namespace tmk

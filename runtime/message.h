@@ -1,0 +1,137 @@
+// message.h — the runtime's message formats and their encoding.
+//
+// Every message starts with a one-byte type.  A writer appends fixed-size
+// little-endian fields; a reader takes them back and checks every length
+// against what is left, so that a malformed message is detected (ok()
+// turns false) and dropped instead of trusted.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tmk {
+
+enum class message_type : std::uint8_t {
+  lock_acquire = 1,    // to the lock's manager, forwarded to the last requester
+  lock_grant,          // reply: the lock and the intervals the acquirer lacks
+  barrier_arrive,      // to process 0: the arriver's vector time and new intervals
+  barrier_depart,      // reply: the intervals the arriver lacks, garbage collection flag
+  diff_request,        // to a writer: its diffs of one page for some intervals
+  diff_reply,          //
+  page_request,        // to process 0: a whole page
+  page_reply,          //
+  allocate,            // to process 0: Tmk_malloc / Tmk_sbrk
+  allocate_reply,      //
+  release_block,       // to process 0: Tmk_free
+  release_reply,       //
+  distribute,          // to every other process: bytes of a global variable
+  distribute_reply,    //
+  cond_enqueue,        // to the lock's manager: join a condition's waiters
+  cond_wait,           // to the lock's manager: reply when signalled
+  cond_signal,         // to the lock's manager: wake one or every waiter
+  cond_reply,          //
+  statistics,          // to process 0 at exit: one process's counters
+  statistics_reply,    //
+  rejected,            // reply: the request was malformed or not allowed (reason)
+};
+
+class message_writer {
+ public:
+  explicit message_writer(message_type type) { put<std::uint8_t>(static_cast<std::uint8_t>(type)); }
+  template <typename T>
+  void put(T value) {
+    std::size_t at = bytes_.size();
+    bytes_.resize(at + sizeof value);
+    memcpy(bytes_.data() + at, &value, sizeof value);
+  }
+  void put_bytes(std::span<const std::byte> data) {
+    put<std::uint32_t>(static_cast<std::uint32_t>(data.size()));
+    bytes_.insert(bytes_.end(), data.begin(), data.end());
+  }
+  void put_words(std::span<const std::uint32_t> words) {
+    put<std::uint32_t>(static_cast<std::uint32_t>(words.size()));
+    std::size_t at = bytes_.size();
+    bytes_.resize(at + words.size_bytes());
+    if (!words.empty()) memcpy(bytes_.data() + at, words.data(), words.size_bytes());
+  }
+  void put_string(const std::string& text) {
+    put_bytes({reinterpret_cast<const std::byte*>(text.data()), text.size()});
+  }
+  // Room for n bytes written in place later.
+  std::byte* reserve(std::size_t n) {
+    std::size_t at = bytes_.size();
+    bytes_.resize(at + n);
+    return bytes_.data() + at;
+  }
+  std::size_t size() const { return bytes_.size(); }
+  std::span<const std::byte> bytes() const { return bytes_; }
+  std::vector<std::byte>& buffer() { return bytes_; }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+class message_reader {
+ public:
+  explicit message_reader(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  // The type byte; ok() is false if the message is empty.
+  message_type type() {
+    std::uint8_t value = 0;
+    get(value);
+    return static_cast<message_type>(value);
+  }
+  template <typename T>
+  bool get(T& value) {
+    if (!ok_ || bytes_.size() - at_ < sizeof value) return fail();
+    memcpy(&value, bytes_.data() + at_, sizeof value);
+    at_ += sizeof value;
+    return true;
+  }
+  template <typename T>
+  T take() {
+    T value{};
+    get(value);
+    return value;
+  }
+  // A length-prefixed byte string, as a view into the message.
+  std::span<const std::byte> get_bytes() {
+    std::uint32_t length = 0;
+    if (!get(length) || bytes_.size() - at_ < length) {
+      fail();
+      return {};
+    }
+    auto view = bytes_.subspan(at_, length);
+    at_ += length;
+    return view;
+  }
+  // A length-prefixed array of words, at most max_count long.
+  bool get_words(std::vector<std::uint32_t>& words, std::size_t max_count) {
+    std::uint32_t count = 0;
+    if (!get(count) || count > max_count || (bytes_.size() - at_) / 4 < count) return fail();
+    words.resize(count);
+    if (count) memcpy(words.data(), bytes_.data() + at_, count * 4u);
+    at_ += count * 4u;
+    return true;
+  }
+  std::string get_string() {
+    auto view = get_bytes();
+    return std::string(reinterpret_cast<const char*>(view.data()), view.size());
+  }
+  std::size_t remaining() const { return bytes_.size() - at_; }
+  bool ok() const { return ok_; }
+  bool fail() {
+    ok_ = false;
+    return false;
+  }
+
+ private:
+  std::span<const std::byte> bytes_;
+  std::size_t at_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace tmk

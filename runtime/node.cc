@@ -1,0 +1,321 @@
+// node.cc — start-up, the shared region, message plumbing, request
+// dispatch and the collective end of a process.
+#include "node.h"
+
+#include <fcntl.h>
+#include <sigsegv.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "log.h"
+
+namespace tmk {
+
+namespace {
+node* the_node = nullptr;
+
+int fault_handler(void* address, int) {
+  node* self = the_node;
+  if (self == nullptr) return 0;
+  return self->handle_fault(address) ? 1 : 0;
+}
+
+// Runs when a process returns from main (or calls exit) without Tmk_exit:
+// the end is collective all the same.
+void exit_hook(int exit_status, void*) {
+  if (the_node != nullptr) the_node->exit(exit_status);
+}
+}  // namespace
+
+node* node::instance() { return the_node; }
+
+node::node(job& owner, std::unique_ptr<transport> link, const runtime_config& config,
+           bool statistics)
+    : job_(owner),
+      link_(std::move(link)),
+      config_(config),
+      rank_(owner.rank()),
+      nprocs_(owner.size()),
+      print_statistics_(statistics),
+      page_size_(config.page_size),
+      npages_(static_cast<std::uint32_t>(config.shared_size / config.page_size)),
+      time_(owner.size(), 0),
+      intervals_(owner.size()) {}
+
+void node::startup(int argc, char** argv) {
+  if (the_node != nullptr) {
+    log_message(log_level::error, "Tmk_startup: called twice");
+    ::exit(1);
+  }
+  if (auto level = setting_value("TMK_LOG_LEVEL")) {
+    static const char* const words[] = {"error", "warn", "info", "debug", "trace"};
+    auto choice = parse_choice("TMK_LOG_LEVEL", *level, words);
+    if (!choice) {
+      log_message(log_level::error, "Tmk_startup: %s", choice.error().message().c_str());
+      ::exit(1);
+    }
+    log_set_level(static_cast<log_level>(*choice));
+  }
+  auto stop = [](const status& why) {
+    log_message(log_level::error, "Tmk_startup: %s", why.message().c_str());
+    ::exit(1);
+  };
+  auto options = parse_command_line(argc, argv);
+  if (!options) stop(options.error());
+  auto launch = launch_config::from_environment();
+  if (!launch) stop(launch.error());
+  auto substrate = substrate_config::from_environment();
+  if (!substrate) stop(substrate.error());
+  auto config = runtime_config::from_environment();
+  if (!config) stop(config.error());
+
+  auto started = job::start(*launch, options->nprocs);
+  if (!started) stop(started.error());
+  job* owner = started->release();  // lives as long as the process
+  auto created = transport::create(*owner, *substrate);
+  if (!created) owner->fatal("Tmk_startup: " + created.error().message());
+  owner->start_monitor();
+
+  the_node = new node(*owner, std::move(*created), *config, options->statistics);
+  status mapped = the_node->map_region();
+  if (!mapped) owner->fatal("Tmk_startup: " + mapped.message());
+  if (the_node->rank_ == 0) {
+    the_node->heap_ = std::make_unique<shared_allocator>(config->shared_base, config->shared_size,
+                                                        config->page_size);
+    the_node->gathered_statistics_.resize(the_node->nprocs_);
+  }
+  the_node->install_fault_handler();
+  node* self = the_node;
+  self->link_->start([self](const incoming_request& request) { self->handle_request(request); });
+
+  Tmk_proc_id = static_cast<unsigned>(self->rank_);
+  Tmk_nprocs = static_cast<unsigned>(self->nprocs_);
+  Tmk_page_size = static_cast<unsigned>(self->page_size_);
+  Tmk_npages = self->npages_;
+  on_exit(exit_hook, nullptr);
+  TMK_LOG(info, "started: process %d of %d (%s), %s, shared region %#llx + %llu bytes",
+          self->rank_, self->nprocs_, launch_mode_name(owner->mode()),
+          self->link_->describe().c_str(), static_cast<unsigned long long>(config->shared_base),
+          static_cast<unsigned long long>(config->shared_size));
+}
+
+// The shared region: a memfd, created now that this process exists as a
+// node (after the fork), mapped at the fixed base for the application and
+// anywhere, read-write, for the runtime.  One process alone needs no
+// protocol: its view is simply read-write.
+status node::map_region() {
+  memfd_ = memfd_create("tmk-shared", MFD_CLOEXEC);
+  if (memfd_ < 0) return errno_status("memfd_create for the shared region");
+  if (ftruncate(memfd_, static_cast<off_t>(config_.shared_size)) != 0)
+    return errno_status("sizing the shared region to " + std::to_string(config_.shared_size) +
+                        " bytes");
+  void* wanted = reinterpret_cast<void*>(config_.shared_base);
+  int initial = nprocs_ == 1 ? PROT_READ | PROT_WRITE : (rank_ == 0 ? PROT_READ : PROT_NONE);
+  void* view = mmap(wanted, config_.shared_size, initial,
+                    MAP_SHARED | MAP_FIXED_NOREPLACE | MAP_NORESERVE, memfd_, 0);
+  if (view == MAP_FAILED || view != wanted) {
+    int error = errno;
+    if (view != MAP_FAILED) munmap(view, config_.shared_size);
+    char text[160];
+    snprintf(text, sizeof text, "the shared region's address %#llx (+%llu bytes) ",
+             static_cast<unsigned long long>(config_.shared_base),
+             static_cast<unsigned long long>(config_.shared_size));
+    if (error == EEXIST || view != MAP_FAILED)
+      return status(status_code::invalid_argument,
+                    std::string(text) +
+                        "is already in use in this process; choose another with TMK_SHARED_BASE");
+    errno = error;
+    return errno_status(std::string("mapping ") + text);
+  }
+  shared_base_ = static_cast<std::byte*>(view);
+  void* runtime = mmap(nullptr, config_.shared_size, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_NORESERVE, memfd_, 0);
+  if (runtime == MAP_FAILED) return errno_status("mapping the runtime view");
+  runtime_view_ = static_cast<std::byte*>(runtime);
+  void* states = mmap(nullptr, npages_, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (states == MAP_FAILED) return errno_status("page table");
+  states_ = static_cast<std::uint8_t*>(states);
+  return status::ok();
+}
+
+void node::install_fault_handler() {
+  // After UCX and MPI, which install handlers of their own: a fault outside
+  // the region goes back to the default action, an ordinary crash.
+  if (nprocs_ > 1 && sigsegv_install_handler(&fault_handler) < 0)
+    job_.fatal("Tmk_startup: cannot catch page faults on this platform");
+}
+
+request_id node::send_request(int peer, const message_writer& message, const std::string& what) {
+  auto id = link_->send_request(peer, {message.bytes()});
+  if (!id) {
+    if (id.error().code() == status_code::peer_lost) job_.fatal_lost(id.error(), what);
+    job_.fatal(what + ": " + id.error().message());
+  }
+  return *id;
+}
+
+std::vector<std::byte> node::await(request_id id, const std::string& what) {
+  std::vector<std::byte> reply;
+  await_all({&id, 1}, {&reply, 1}, what);
+  return reply;
+}
+
+void node::await_all(std::span<const request_id> ids, std::span<std::vector<std::byte>> replies,
+                     const std::string& what) {
+  status waited = link_->wait_replies(ids, replies);
+  if (!waited) {
+    if (waited.code() == status_code::peer_lost) job_.fatal_lost(waited, what);
+    job_.fatal(what + ": " + waited.message());
+  }
+  for (auto& reply : replies)
+    if (!reply.empty() && static_cast<message_type>(reply[0]) == message_type::rejected) {
+      message_reader reader(reply);
+      reader.type();
+      job_.fatal(what + ": the request was refused: " + reader.get_string());
+    }
+}
+
+void node::reply(const reply_token& to, const message_writer& message) {
+  status sent = link_->reply(to, {message.bytes()});
+  if (!sent && sent.code() != status_code::peer_lost)
+    TMK_LOG(error, "reply to process %d: %s", to.origin, sent.message().c_str());
+}
+
+void node::protocol_failure(const std::string& what) {
+  job_.fatal("protocol error: " + what);
+}
+
+void node::fail(const char* call, const std::string& reason) {
+  job_.fatal(std::string(call) + ": " + reason);
+}
+
+void node::reject(const incoming_request& request, const std::string& why) {
+  TMK_LOG(warn, "refused a request from process %d: %s", request.origin, why.c_str());
+  if (request.one_way) return;
+  message_writer refusal(message_type::rejected);
+  refusal.put_string(why);
+  reply(request.token(), refusal);
+}
+
+void node::handle_request(const incoming_request& request) {
+  message_reader reader(request.payload);
+  message_type type = reader.type();
+  if (!reader.ok()) return reject(request, "empty message");
+  switch (type) {
+    case message_type::lock_acquire: return handle_lock_request(request, reader);
+    case message_type::barrier_arrive: return handle_barrier_arrival(request, reader);
+    case message_type::diff_request: return handle_diff_request(request, reader);
+    case message_type::page_request: return handle_page_request(request, reader);
+    case message_type::allocate: return handle_allocate(request, reader);
+    case message_type::release_block: return handle_release(request, reader);
+    case message_type::distribute: return handle_distribute(request, reader);
+    case message_type::cond_enqueue:
+    case message_type::cond_wait:
+    case message_type::cond_signal: return handle_cond(request, type, reader);
+    case message_type::statistics: return handle_statistics(request, reader);
+    default:
+      return reject(request, "unknown message type " + std::to_string(static_cast<int>(type)));
+  }
+}
+
+void node::refresh_statistics() {
+  auto traffic = link_->counters();
+  Tmk_stat.messages = traffic.messages_sent;
+  Tmk_stat.bytes = traffic.bytes_sent;
+  Tmk_stat.messages_received = traffic.messages_received;
+  Tmk_stat.bytes_received = traffic.bytes_received;
+  Tmk_stat.acquires = counters_.acquires.load();
+  Tmk_stat.remote_acquires = counters_.remote_acquires.load();
+  Tmk_stat.barriers = counters_.barriers.load();
+  Tmk_stat.diffs_created = counters_.diffs_created.load();
+  Tmk_stat.diffs_applied = counters_.diffs_applied.load();
+  Tmk_stat.twins = counters_.twins.load();
+  Tmk_stat.read_faults = counters_.read_faults.load();
+  Tmk_stat.write_faults = counters_.write_faults.load();
+  Tmk_stat.page_fetches = counters_.page_fetches.load();
+  Tmk_stat.diff_requests = counters_.diff_requests.load();
+  Tmk_stat.intervals = counters_.intervals.load();
+  Tmk_stat.write_notices = counters_.write_notices.load();
+  Tmk_stat.gc_runs = counters_.gc_runs.load();
+}
+
+namespace {
+std::string statistics_json(int rank) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "{\"process\": %d, \"acquires\": %lu, \"remote_acquires\": %lu, \"barriers\": %lu, "
+           "\"messages\": %lu, \"bytes\": %lu, \"messages_received\": %lu, "
+           "\"bytes_received\": %lu, \"diffs_created\": %lu, \"diffs_applied\": %lu, "
+           "\"twins\": %lu, \"read_faults\": %lu, \"write_faults\": %lu, \"page_fetches\": %lu, "
+           "\"diff_requests\": %lu, \"intervals\": %lu, \"write_notices\": %lu, "
+           "\"gc_runs\": %lu}",
+           rank, Tmk_stat.acquires, Tmk_stat.remote_acquires, Tmk_stat.barriers,
+           Tmk_stat.messages, Tmk_stat.bytes, Tmk_stat.messages_received, Tmk_stat.bytes_received,
+           Tmk_stat.diffs_created, Tmk_stat.diffs_applied, Tmk_stat.twins, Tmk_stat.read_faults,
+           Tmk_stat.write_faults, Tmk_stat.page_fetches, Tmk_stat.diff_requests,
+           Tmk_stat.intervals, Tmk_stat.write_notices, Tmk_stat.gc_runs);
+  return text;
+}
+}  // namespace
+
+void node::handle_statistics(const incoming_request& request, message_reader& reader) {
+  std::int32_t from = reader.take<std::int32_t>();
+  std::string json = reader.get_string();
+  if (!reader.ok() || rank_ != 0 || from < 0 || from >= nprocs_)
+    return reject(request, "malformed statistics");
+  {
+    std::lock_guard lock(mutex_);
+    gathered_statistics_[from] = json;
+  }
+  reply(request.token(), message_writer(message_type::statistics_reply));
+}
+
+void node::write_statistics_file() {
+  FILE* out = fopen(config_.statistics_file.c_str(), "w");
+  if (out == nullptr) {
+    TMK_LOG(error, "TMK_STATS=%s: cannot write: %s", config_.statistics_file.c_str(),
+            strerror(errno));
+    return;
+  }
+  fprintf(out, "{\"nprocs\": %d, \"processes\": [\n", nprocs_);
+  for (int rank = 0; rank < nprocs_; ++rank)
+    fprintf(out, "  %s%s\n", gathered_statistics_[rank].empty() ? "null" : gathered_statistics_[rank].c_str(),
+            rank + 1 < nprocs_ ? "," : "");
+  fprintf(out, "]}\n");
+  fclose(out);
+}
+
+// The collective end: statistics, then every process waits for all the
+// others (serving their requests meanwhile), then the substrate goes down.
+void node::exit(int exit_status) {
+  if (exiting_) _exit(exit_status);
+  exiting_ = true;
+  refresh_statistics();
+  std::string mine = statistics_json(rank_);
+  if (print_statistics_) log_message(log_level::error, "statistics: %s", mine.c_str());
+  if (!config_.statistics_file.empty() && rank_ == 0) {
+    std::lock_guard lock(mutex_);
+    gathered_statistics_[0] = mine;
+  } else if (!config_.statistics_file.empty()) {
+    message_writer message(message_type::statistics);
+    message.put<std::int32_t>(rank_);
+    message.put_string(mine);
+    await(send_request(0, message, "Tmk_exit"), "Tmk_exit");
+  }
+  fflush(stdout);
+  int final_status = job_.finish(exit_status);
+  if (rank_ == 0 && !config_.statistics_file.empty()) write_statistics_file();
+  link_->stop();
+  link_.reset();
+  fflush(stdout);
+  fflush(stderr);
+  _exit(final_status);
+}
+
+}  // namespace tmk

@@ -1,0 +1,247 @@
+// node.h — one process of a tmk job: its share of the protocol state and
+// the operations behind the public Tmk_* calls.
+//
+// Protocol (homeless multiple-writer lazy release consistency):
+// - The shared region is a memfd mapped twice: the application view at the
+//   same address in every process, whose protections drive the protocol,
+//   and the runtime view, always read-write, through which the runtime
+//   copies pages and makes and applies diffs.
+// - The first write to a read-only page makes a twin and opens the page
+//   read-write.  The twin then spans intervals: every interval that closes
+//   while the page is twinned lists it in its write notices, and the page
+//   stays writable, so a page rewritten every interval costs one fault, not
+//   one per interval.  The page is sealed — write permission taken away
+//   first, then the diff against the twin made and the twin dropped — only
+//   when some process asks for those writes, when a write notice from
+//   another process invalidates the page, or at garbage collection.  A
+//   sealed diff is labelled with the intervals it covers, [twin_start,
+//   last closed]; for one page and writer these ranges never overlap.
+// - Each process records per page and writer how far it has applied that
+//   writer's diffs and how far it has been notified; a fault fetches the
+//   missing ranges from every writer at once and applies the diffs in
+//   happens-before order (a range at the place of its first interval).  A
+//   page never seen is first fetched whole from process 0, with what that
+//   copy already contains.
+// - Locks: a manager per lock (id % n) forwards requests to the last
+//   requester; the releaser grants directly, with the intervals the
+//   acquirer lacks; re-acquiring a lock this process released last costs
+//   no message.  Barriers: process 0 gathers arrivals with their new
+//   intervals and sends each process what it lacks.  Garbage collection at
+//   a barrier, when consistency data passes TMK_GC_THRESHOLD, brings process
+//   0's pages up to date and discards every diff, twin and interval.
+// - The service thread (requests from other processes) and the application
+//   thread share this state under mutex_, which is never held while waiting
+//   for a message.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "Tmk.h"
+#include "allocator.h"
+#include "config.h"
+#include "interval.h"
+#include "job.h"
+#include "message.h"
+#include "transport.h"
+#include "vector_time.h"
+
+namespace tmk {
+
+enum class page_state : std::uint8_t { unfetched, invalid, read_only, read_write };
+
+// One writer's diffs of one page, as seen by this process.
+struct writer_progress {
+  std::int32_t writer;
+  std::uint32_t applied;   // every interval of writer up to this is in the page
+  std::uint32_t notified;  // the newest interval of writer known to modify it
+};
+
+struct sealed_diff {
+  std::uint32_t first;  // the intervals [first, last] of this process it covers
+  std::uint32_t last;
+  std::vector<std::byte> bytes;
+};
+
+struct page_extra {
+  std::byte* twin = nullptr;
+  std::uint32_t twin_start = 0;         // the interval the twin's first writes belong to
+  std::vector<sealed_diff> diffs;       // this process's, in order
+  std::vector<writer_progress> writers; // other processes'
+};
+
+// Counters behind Tmk_stat; the service thread updates some of them.
+struct runtime_counters {
+  std::atomic<unsigned long> diffs_created{0};
+  std::atomic<unsigned long> diffs_applied{0};
+  std::atomic<unsigned long> twins{0};
+  std::atomic<unsigned long> read_faults{0};
+  std::atomic<unsigned long> write_faults{0};
+  std::atomic<unsigned long> page_fetches{0};
+  std::atomic<unsigned long> diff_requests{0};
+  std::atomic<unsigned long> intervals{0};
+  std::atomic<unsigned long> write_notices{0};
+  std::atomic<unsigned long> acquires{0};
+  std::atomic<unsigned long> remote_acquires{0};
+  std::atomic<unsigned long> barriers{0};
+  std::atomic<unsigned long> gc_runs{0};
+};
+
+class node {
+ public:
+  static node* instance();
+  // Tmk_startup.  Stops the program with a message on bad options.
+  static void startup(int argc, char** argv);
+
+  int rank() const { return rank_; }
+  int nprocs() const { return nprocs_; }
+
+  // The public calls; each stops the job with a message naming the call and
+  // the reason on misuse.
+  void* allocate(unsigned size);
+  void* extend(unsigned increment);
+  void release_block(void* pointer);
+  void distribute(const void* pointer, int size);
+  void barrier(unsigned id);
+  void lock_acquire(unsigned id);
+  void lock_release(unsigned id);
+  void cond_wait(unsigned lock_id, unsigned cond_id);
+  void cond_signal(unsigned lock_id, unsigned cond_id, bool broadcast);
+  [[noreturn]] void exit(int exit_status);
+  [[noreturn]] void fail(const char* call, const std::string& reason);
+  void refresh_statistics();
+
+  // A fault in the application view; false if address is not shared.
+  bool handle_fault(void* address);
+
+ private:
+  node(job& owner, std::unique_ptr<transport> link, const runtime_config& config, bool statistics);
+  status map_region();
+  void install_fault_handler();
+
+  // Waiting for replies: a lost peer or a failed send stops the job with
+  // what this process was doing.
+  request_id send_request(int peer, const message_writer& message, const std::string& what);
+  std::vector<std::byte> await(request_id id, const std::string& what);
+  void await_all(std::span<const request_id> ids, std::span<std::vector<std::byte>> replies,
+                 const std::string& what);
+  void reply(const reply_token& to, const message_writer& message);
+  [[noreturn]] void protocol_failure(const std::string& what);
+
+  // Requests from other processes (service thread).
+  void handle_request(const incoming_request& request);
+  void reject(const incoming_request& request, const std::string& why);
+
+  // Pages (page.cc).
+  page_state state_of(std::uint32_t page) const;
+  void set_state(std::uint32_t page, page_state state);
+  std::byte* runtime_page(std::uint32_t page) const {
+    return runtime_view_ + static_cast<std::size_t>(page) * page_size_;
+  }
+  void protect(std::uint32_t page, page_state state);
+  void protect_pages(std::vector<std::uint32_t>& pages, page_state state);
+  page_extra& extra(std::uint32_t page) { return extras_[page]; }
+  writer_progress& progress_of(page_extra& page, int writer);
+  void make_writable(std::uint32_t page);
+  void seal(std::uint32_t page, page_extra& extra);
+  void drop_twin(page_extra& extra);
+  void validate(std::uint32_t page, std::unique_lock<std::mutex>& lock);
+  void fetch_whole_page(std::uint32_t page, std::unique_lock<std::mutex>& lock);
+  void fetch_diffs(std::uint32_t page, std::unique_lock<std::mutex>& lock);
+  void handle_diff_request(const incoming_request& request, message_reader& reader);
+  void handle_page_request(const incoming_request& request, message_reader& reader);
+
+  // Intervals (consistency.cc).
+  void close_interval();
+  bool incorporate(message_reader& reader);
+  std::size_t consistency_bytes() const;
+
+  // Locks and condition variables (lock.cc).
+  void handle_lock_request(const incoming_request& request, message_reader& reader);
+  void serve_lock_request(const incoming_request& request, std::uint32_t id,
+                          const vector_time& requester_time);
+  message_writer make_grant(std::uint32_t id, const vector_time& requester_time);
+  void handle_cond(const incoming_request& request, message_type type, message_reader& reader);
+  void check_lock_id(const char* call, unsigned id);
+
+  // Barriers and garbage collection (barrier.cc).
+  void handle_barrier_arrival(const incoming_request& request, message_reader& reader);
+  void barrier_round(std::uint32_t id, bool garbage_collection_phase, const char* call);
+  void collect_garbage();
+
+  // Heap and distribution (heap.cc).
+  void handle_allocate(const incoming_request& request, message_reader& reader);
+  void handle_release(const incoming_request& request, message_reader& reader);
+  void handle_distribute(const incoming_request& request, message_reader& reader);
+  void handle_statistics(const incoming_request& request, message_reader& reader);
+  void write_statistics_file();
+
+  job& job_;
+  std::unique_ptr<transport> link_;
+  runtime_config config_;
+  int rank_;
+  int nprocs_;
+  bool print_statistics_;
+  std::size_t page_size_;
+  std::uint32_t npages_;
+  std::byte* shared_base_ = nullptr;   // the application view
+  std::byte* runtime_view_ = nullptr;  // the same memory, always read-write
+  int memfd_ = -1;
+
+  std::mutex mutex_;  // everything below
+  std::uint8_t* states_ = nullptr;  // per page: state XOR its initial state
+  std::unordered_map<std::uint32_t, page_extra> extras_;
+  std::vector<std::uint32_t> twinned_;  // pages with a twin
+  std::size_t twin_count_ = 0;
+  std::size_t diff_bytes_ = 0;
+  vector_time time_;  // intervals incorporated, per process
+  interval_store intervals_;
+  std::uint32_t barrier_sent_ = 0;  // own intervals already sent to process 0
+
+  struct lock_state {
+    bool token = false;    // this process may take the lock without a message
+    bool held = false;
+    bool waiting = false;  // requested, not yet granted
+    bool has_successor = false;
+    reply_token successor;
+    vector_time successor_time;
+    std::int32_t tail = -1;  // at the manager: the last requester
+  };
+  std::unordered_map<std::uint32_t, std::unique_ptr<lock_state>> locks_;
+  lock_state& lock_of(std::uint32_t id);
+  struct cond_queue {
+    struct waiter {
+      std::int32_t process;
+      bool signalled = false;
+      bool asked = false;  // its wait request came; the reply is owed
+      reply_token token;
+    };
+    std::deque<waiter> waiters;
+  };
+  std::unordered_map<std::uint64_t, std::unique_ptr<cond_queue>> conds_;
+
+  struct barrier_episode {
+    std::vector<bool> arrived;
+    std::vector<reply_token> tokens;
+    std::vector<vector_time> times;
+    int count = 0;
+    bool collect = false;
+    bool collection_phase = false;
+  };
+
+  std::unordered_map<std::uint32_t, std::unique_ptr<barrier_episode>> barriers_;
+  int barrier_waiting_ = 0;  // arrivals held across all ids (process 0)
+
+  std::unique_ptr<shared_allocator> heap_;  // process 0
+  std::vector<std::string> gathered_statistics_;  // process 0, at exit
+
+  runtime_counters counters_;
+  bool exiting_ = false;
+};
+
+}  // namespace tmk

@@ -1,0 +1,170 @@
+// api_test — every Tmk_* call across processes: each api_worker scenario
+// on 1, 2, 3, 4 and 8 processes over UCX and kernel sockets, and every kind
+// of misuse stopping the whole job with a message that names the call.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <string>
+#include <tuple>
+
+#include "run_program.h"
+
+namespace {
+
+using tmk::testing::program_result;
+using tmk::testing::run_program;
+
+std::string describe(const program_result& result) {
+  return "exit " + std::to_string(result.exit_code) + " signal " + std::to_string(result.signal) +
+         (result.timed_out ? " TIMED OUT" : "") + "\nstdout:\n" + result.out + "stderr:\n" +
+         result.err.substr(0, 4000);
+}
+
+program_result run_worker(const std::string& scenario, int nprocs, const std::string& substrate,
+                          std::vector<std::string> options = {},
+                          std::vector<std::pair<std::string, std::string>> env = {}) {
+  std::vector<std::string> argv{API_WORKER, "-t", scenario};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.insert(argv.end(), {"--", "-n", std::to_string(nprocs)});
+  env.push_back({"TMK_SUBSTRATE", substrate});
+  return run_program(argv, env, 240);
+}
+
+using scenario_parameters = std::tuple<std::string, int, std::string>;
+class api_scenario : public ::testing::TestWithParam<scenario_parameters> {};
+
+TEST_P(api_scenario, passes_on_every_process) {
+  auto [scenario, nprocs, substrate] = GetParam();
+  std::vector<std::string> options;
+  std::vector<std::pair<std::string, std::string>> env;
+  if (scenario == "garbage") {
+    options = {"-i", "30"};
+    env.push_back({"TMK_GC_THRESHOLD", "256K"});
+  }
+  if (scenario == "stress") options = {"-i", nprocs >= 4 ? "150" : "300", "-x", "7"};
+  program_result result = run_worker(scenario, nprocs, substrate, options, env);
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  EXPECT_NE(result.out.find(scenario + ": passed on " + std::to_string(nprocs) + " processes"),
+            std::string::npos)
+      << describe(result);
+  EXPECT_FALSE(result.stragglers);
+}
+
+std::string scenario_name(const ::testing::TestParamInfo<scenario_parameters>& info) {
+  auto [scenario, nprocs, substrate] = info.param;
+  std::string name = scenario + "_" + std::to_string(nprocs) + "procs_" + substrate;
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    all, api_scenario,
+    ::testing::Combine(::testing::Values("release-acquire", "false-sharing", "barriers",
+                                         "conditions", "distribution", "allocation", "garbage",
+                                         "stress"),
+                       ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
+    scenario_name);
+
+// Seeded random programs beyond the one above: more seeds, 2 to 8 processes.
+class api_stress : public ::testing::TestWithParam<std::tuple<int, int>> {};
+TEST_P(api_stress, matches_the_sequential_oracle) {
+  auto [nprocs, seed] = GetParam();
+  program_result result = run_worker("stress", nprocs, "ucx", {"-i", "200", "-x", std::to_string(seed)});
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  EXPECT_NE(result.out.find("stress: passed"), std::string::npos) << describe(result);
+}
+INSTANTIATE_TEST_SUITE_P(seeds, api_stress,
+                         ::testing::Combine(::testing::Values(2, 3, 5, 8), ::testing::Values(11, 12, 13)));
+
+struct misuse_case {
+  const char* scenario;
+  const char* message;
+};
+
+class api_misuse : public ::testing::TestWithParam<std::tuple<misuse_case, int>> {};
+
+TEST_P(api_misuse, stops_the_job_with_a_message) {
+  auto [which, nprocs] = GetParam();
+  program_result result = run_worker(which.scenario, nprocs, "ucx");
+  EXPECT_NE(result.exit_code, 0) << describe(result);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_LT(result.seconds, 20.0);
+  EXPECT_NE(result.err.find(which.message), std::string::npos) << describe(result);
+  EXPECT_FALSE(result.stragglers);
+}
+
+const misuse_case misuse_cases[] = {
+    {"bad-lock", "tmk[0]: Tmk_lock_acquire: lock id 70000 is out of range: ids go from 0 to 65535 (TMK_MAX_LOCKS)"},
+    {"bad-barrier", "Tmk_barrier: barrier id 70000 is out of range"},
+    {"release-unheld", "Tmk_lock_release: lock 4 is not held by this process"},
+    {"double-acquire", "Tmk_lock_acquire: lock 4 is already held by this process"},
+    {"bad-free", "was not returned by Tmk_malloc"},
+    {"distribute-size", "Tmk_distribute: size must be positive, got 0"},
+    {"distribute-shared", "Tmk_distribute: the pointer is in the shared region"},
+    {"cond-unheld", "Tmk_lock_cond_wait: lock 2 is not held by this process"},
+    {"errexit", "giving up after 3 tries"},
+    {"before-startup", "Tmk_barrier: called before Tmk_startup"},
+};
+
+INSTANTIATE_TEST_SUITE_P(all, api_misuse,
+                         ::testing::Combine(::testing::ValuesIn(misuse_cases), ::testing::Values(1, 3)),
+                         [](const ::testing::TestParamInfo<std::tuple<misuse_case, int>>& info) {
+                           std::string name = std::string(std::get<0>(info.param).scenario) + "_" +
+                                              std::to_string(std::get<1>(info.param)) + "procs";
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+TEST(api_misuse_more, mismatched_barrier_ids_are_reported) {
+  program_result result = run_worker("mismatched-barriers", 3, "ucx");
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("every process waits, but at different barriers"), std::string::npos)
+      << describe(result);
+}
+
+TEST(api_faults, a_fault_outside_the_shared_region_is_an_ordinary_crash) {
+  for (int nprocs : {1, 2}) {
+    program_result result = run_worker("segv", nprocs, "ucx");
+    EXPECT_EQ(result.signal, SIGSEGV) << describe(result);
+  }
+}
+
+TEST(api_heap, exhausted_region_gives_null) {
+  program_result result = run_worker("heap-exhausted", 2, "ucx", {}, {{"TMK_SHARED_SIZE", "1M"}});
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  EXPECT_NE(result.out.find("huge NULL, small allocated"), std::string::npos) << describe(result);
+}
+
+TEST(api_exit, returning_from_main_ends_the_job_collectively) {
+  program_result result = run_worker("return-from-main", 4, "ucx");
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  EXPECT_FALSE(result.stragglers);
+}
+
+TEST(api_options, bad_options_are_named) {
+  program_result unknown = run_program({API_WORKER, "-t", "barriers", "--", "-q"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("Tmk_startup: unknown option '-q'"), std::string::npos) << describe(unknown);
+  program_result zero = run_program({API_WORKER, "-t", "barriers", "--", "-n", "0"});
+  EXPECT_EQ(zero.exit_code, 1);
+  EXPECT_NE(zero.err.find("-n 0: the number of processes must be from 1 to 4096"), std::string::npos);
+  program_result page = run_program({API_WORKER, "-t", "barriers", "--", "-n", "2"}, {{"TMK_PAGE_SIZE", "3000"}});
+  EXPECT_EQ(page.exit_code, 1);
+  EXPECT_NE(page.err.find("TMK_PAGE_SIZE=3000"), std::string::npos) << describe(page);
+}
+
+TEST(api_region, an_address_in_use_is_reported) {
+  // Without address randomisation a position-independent program is loaded
+  // at 0x555555554000: ask for the shared region right there.
+  program_result result =
+      run_program({"/usr/bin/setarch", "x86_64", "-R", API_WORKER, "-t", "barriers", "--", "-n", "1"},
+                  {{"TMK_SHARED_BASE", "0x555555554000"}, {"TMK_SHARED_SIZE", "16M"}});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("is already in use in this process; choose another with TMK_SHARED_BASE"),
+            std::string::npos)
+      << describe(result);
+}
+
+}  // namespace

@@ -1,0 +1,413 @@
+/*
+ * api_worker — multi-process checks of every Tmk_* call, written as a
+ * TreadMarks user writes programs (only <Tmk.h>).  api_test.cc runs it
+ * with each scenario, substrate and process count.
+ *
+ *   api_worker -t SCENARIO [-i ITERATIONS] [-x SEED] -- -n NPROCS
+ *
+ * A scenario checks its own results; process 0 prints "SCENARIO: passed"
+ * when every process succeeded, and the job's exit status says the same.
+ */
+#include <Tmk.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PAGE_WORDS 1024
+
+static int iterations = 200;
+static unsigned seed = 1;
+static int failures;
+
+/* Globals handed to everyone with Tmk_distribute. */
+static int *shared_ints;
+static long *shared_longs;
+static struct {
+  int count;
+  double scale;
+  char name[24];
+  int *table;
+} settings;
+static int numbers[5];
+
+static void check(int ok, const char *what, long got, long expected) {
+  if (!ok) {
+    if (failures < 10)
+      fprintf(stderr, "process %u: %s: got %ld, expected %ld\n", Tmk_proc_id, what, got, expected);
+    failures++;
+  }
+}
+
+/* Combines every process's failure count at process 0 through shared
+ * memory, so that its exit status and message cover the whole job. */
+static void finish(const char *scenario) {
+  static int *verdicts;
+  unsigned p;
+  int total = 0;
+  if (Tmk_proc_id == 0) {
+    verdicts = Tmk_malloc(Tmk_nprocs * sizeof(int));
+    Tmk_distribute(&verdicts, sizeof verdicts);
+  }
+  Tmk_barrier(900);
+  verdicts[Tmk_proc_id] = failures;
+  Tmk_barrier(901);
+  for (p = 0; p < Tmk_nprocs; p++) total += verdicts[p];
+  if (Tmk_proc_id == 0) printf("%s: %s on %u processes\n", scenario, total ? "FAILED" : "passed", Tmk_nprocs);
+  Tmk_exit(total ? 1 : 0);
+}
+
+static unsigned next_random(unsigned *state) {
+  *state = *state * 1103515245u + 12345u;
+  return (*state >> 8) & 0xffffff;
+}
+
+/* Writes before a release are seen after the matching acquire: every
+ * process adds to a counter and to its own cell under one lock, and reads
+ * the counter's history back. */
+static void release_acquire(void) {
+  int i;
+  unsigned p;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((Tmk_nprocs + 1) * sizeof(int));
+    memset(shared_ints, 0, (Tmk_nprocs + 1) * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (i = 0; i < iterations; i++) {
+    Tmk_lock_acquire(3);
+    shared_ints[0]++;
+    shared_ints[1 + Tmk_proc_id]++;
+    {
+      int sum = 0;
+      for (p = 0; p < Tmk_nprocs; p++) sum += shared_ints[1 + p];
+      check(sum == shared_ints[0], "counter against the cells under the lock", sum, shared_ints[0]);
+    }
+    Tmk_lock_release(3);
+  }
+  Tmk_barrier(1);
+  check(shared_ints[0] == iterations * (int)Tmk_nprocs, "final counter", shared_ints[0],
+        iterations * (long)Tmk_nprocs);
+  for (p = 0; p < Tmk_nprocs; p++)
+    check(shared_ints[1 + p] == iterations, "a process's cell", shared_ints[1 + p], iterations);
+  finish("release-acquire");
+}
+
+/* Different processes write different words of the same pages under
+ * different locks: every write survives. */
+static void false_sharing(void) {
+  int round, word, pages = 3;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc(pages * PAGE_WORDS * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (round = 1; round <= iterations / 20 + 1; round++) {
+    Tmk_lock_acquire(10 + Tmk_proc_id);
+    for (word = Tmk_proc_id; word < pages * PAGE_WORDS; word += Tmk_nprocs)
+      shared_ints[word] = round * 1000 + Tmk_proc_id;
+    Tmk_lock_release(10 + Tmk_proc_id);
+    Tmk_barrier(1);
+    for (word = 0; word < pages * PAGE_WORDS; word++) {
+      int expected = round * 1000 + word % (int)Tmk_nprocs;
+      check(shared_ints[word] == expected, "a word after the barrier", shared_ints[word], expected);
+    }
+    Tmk_barrier(2);
+  }
+  finish("false-sharing");
+}
+
+/* Barriers propagate every write: each process rewrites its share of a
+ * multi-page array every round, everyone reads all of it. */
+static void barriers(void) {
+  int round, i, n = 40000;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc(n * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (round = 0; round < iterations / 20 + 2; round++) {
+    int lo = (int)((long)n * Tmk_proc_id / Tmk_nprocs), hi = (int)((long)n * (Tmk_proc_id + 1) / Tmk_nprocs);
+    for (i = lo; i < hi; i++) shared_ints[i] = round * 7 + i;
+    Tmk_barrier(round % 3 + 1);
+    for (i = 0; i < n; i++) check(shared_ints[i] == round * 7 + i, "an element after the barrier", shared_ints[i], round * 7 + i);
+    Tmk_barrier(10);
+  }
+  finish("barriers");
+}
+
+/* A bounded queue under lock 5 with conditions "not empty" (1) and "not
+ * full" (2): process 0 produces, the others consume; every item is taken
+ * exactly once. */
+static void conditions(void) {
+  /* shared_ints: [0] head, [1] tail, [2] done, [3..3+cap) items, then one
+   * "taken" flag per item */
+  int capacity = 4, items = iterations, i;
+  int *taken;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((3 + capacity + items) * sizeof(int));
+    memset(shared_ints, 0, (3 + capacity + items) * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  taken = shared_ints + 3 + capacity;
+  if (Tmk_nprocs == 1) {
+    for (i = 0; i < items; i++) taken[i] = 1;
+  } else if (Tmk_proc_id == 0) {
+    for (i = 0; i < items; i++) {
+      Tmk_lock_acquire(5);
+      while (shared_ints[1] - shared_ints[0] == capacity) Tmk_lock_cond_wait(5, 2);
+      shared_ints[3 + shared_ints[1] % capacity] = i;
+      shared_ints[1]++;
+      Tmk_lock_cond_signal(5, 1);
+      Tmk_lock_release(5);
+    }
+    Tmk_lock_acquire(5);
+    shared_ints[2] = 1;
+    Tmk_lock_cond_broadcast(5, 1);
+    Tmk_lock_release(5);
+  } else {
+    for (;;) {
+      int item;
+      Tmk_lock_acquire(5);
+      while (shared_ints[1] == shared_ints[0] && !shared_ints[2]) Tmk_lock_cond_wait(5, 1);
+      if (shared_ints[1] == shared_ints[0]) {
+        Tmk_lock_release(5);
+        break;
+      }
+      item = shared_ints[3 + shared_ints[0] % capacity];
+      shared_ints[0]++;
+      check(item >= 0 && item < items, "an item's number", item, 0);
+      if (item >= 0 && item < items) {
+        check(taken[item] == 0, "an item taken twice", taken[item], 0);
+        taken[item] = 1;
+      }
+      Tmk_lock_cond_signal(5, 2);
+      Tmk_lock_release(5);
+    }
+  }
+  Tmk_barrier(1);
+  for (i = 0; i < items; i++) check(taken[i] == 1, "an item never taken", taken[i], 1);
+  finish("conditions");
+}
+
+/* Tmk_distribute of pointers, a structure and an array. */
+static void distribution(void) {
+  int i;
+  if (Tmk_proc_id == 0) {
+    settings.count = 42;
+    settings.scale = 2.5;
+    strcpy(settings.name, "distributed");
+    settings.table = Tmk_malloc(100 * sizeof(int));
+    for (i = 0; i < 100; i++) settings.table[i] = i * i;
+    for (i = 0; i < 5; i++) numbers[i] = 10 + i;
+    Tmk_distribute(&settings, sizeof settings);
+    Tmk_distribute(numbers, sizeof numbers);
+  }
+  Tmk_barrier(0);
+  check(settings.count == 42, "a distributed int", settings.count, 42);
+  check(settings.scale == 2.5, "a distributed double", (long)(settings.scale * 10), 25);
+  check(strcmp(settings.name, "distributed") == 0, "a distributed string", 0, 0);
+  for (i = 0; i < 5; i++) check(numbers[i] == 10 + i, "a distributed array", numbers[i], 10 + i);
+  for (i = 0; i < 100; i++) check(settings.table[i] == i * i, "data behind a distributed pointer", settings.table[i], i * i);
+  finish("distribution");
+}
+
+/* Tmk_malloc from every process at once never returns overlapping blocks;
+ * freed blocks come back. */
+static void allocation(void) {
+  enum { blocks = 40 };
+  long *table; /* per process: blocks x (address, size) */
+  unsigned state = seed * 7919 + Tmk_proc_id, p;
+  int i, j, k;
+  if (Tmk_proc_id == 0) {
+    shared_longs = Tmk_malloc(Tmk_nprocs * blocks * 2 * sizeof(long));
+    Tmk_distribute(&shared_longs, sizeof shared_longs);
+  }
+  Tmk_barrier(0);
+  table = shared_longs;
+  for (i = 0; i < blocks; i++) {
+    unsigned size = 1 + next_random(&state) % (i % 5 == 0 ? 20000 : 300);
+    char *block = Tmk_malloc(size);
+    check(block != NULL, "Tmk_malloc returned NULL", 0, 1);
+    if (!block) continue;
+    memset(block, (int)(Tmk_proc_id + 1), size);
+    table[(Tmk_proc_id * blocks + i) * 2] = (long)(uintptr_t)block;
+    table[(Tmk_proc_id * blocks + i) * 2 + 1] = size;
+  }
+  Tmk_barrier(1);
+  for (p = 0; p < Tmk_nprocs; p++)
+    for (i = 0; i < blocks; i++) {
+      long a = table[(p * blocks + i) * 2], as = table[(p * blocks + i) * 2 + 1];
+      const char *bytes = (const char *)(uintptr_t)a;
+      for (k = 0; k < as; k += 97) check(bytes[k] == (char)(p + 1), "a block's contents", bytes[k], p + 1);
+      for (j = 0; j < (int)(Tmk_nprocs * blocks); j++) {
+        long b = table[j * 2], bs = table[j * 2 + 1];
+        if (j == (int)(p * blocks + i)) continue;
+        check(a + as <= b || b + bs <= a, "overlapping blocks", a, b);
+      }
+    }
+  Tmk_barrier(2);
+  for (i = 0; i < blocks; i += 2) Tmk_free((void *)(uintptr_t)table[(Tmk_proc_id * blocks + i) * 2]);
+  Tmk_barrier(3);
+  for (i = 0; i < blocks / 2; i++) {
+    void *again = Tmk_malloc(64);
+    check(again != NULL, "Tmk_malloc after frees", 0, 1);
+  }
+  finish("allocation");
+}
+
+/* Long enough, with a small TMK_GC_THRESHOLD, to collect garbage several
+ * times; every result stays exact. */
+static void garbage(void) {
+  int round, i, n = 64 * PAGE_WORDS;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((n + 1) * sizeof(int));
+    memset(shared_ints, 0, (n + 1) * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (round = 1; round <= iterations; round++) {
+    for (i = Tmk_proc_id; i < n; i += Tmk_nprocs) shared_ints[i] += 1;
+    Tmk_lock_acquire(0);
+    shared_ints[n] += 1;
+    Tmk_lock_release(0);
+    Tmk_barrier(1);
+    for (i = 0; i < n; i += 113) check(shared_ints[i] == round, "an element", shared_ints[i], round);
+    check(shared_ints[n] == round * (int)Tmk_nprocs, "the counter", shared_ints[n], round * (long)Tmk_nprocs);
+    Tmk_barrier(2);
+  }
+  if (Tmk_nprocs > 1)
+    check(Tmk_stat.gc_runs >= 2, "garbage collections", (long)Tmk_stat.gc_runs, 2);
+  finish("garbage");
+}
+
+/* A seeded random data-race-free program compared with a sequential
+ * oracle: counters updated under their locks (with a per-group invariant
+ * checked at every acquire), and slices rewritten between barriers. */
+static void stress(void) {
+  enum { counters = 3008, groups = 16, slice_words = 2500 }; /* counters: a multiple of groups */
+  long *counter, *slices;
+  long expected[counters];
+  unsigned p;
+  int phase, step, i;
+  if (Tmk_proc_id == 0) {
+    shared_longs = Tmk_malloc((counters + groups + Tmk_nprocs * slice_words) * sizeof(long));
+    memset(shared_longs, 0, (counters + groups + Tmk_nprocs * slice_words) * sizeof(long));
+    Tmk_distribute(&shared_longs, sizeof shared_longs);
+  }
+  Tmk_barrier(0);
+  counter = shared_longs;
+  slices = shared_longs + counters + groups;
+  memset(expected, 0, sizeof expected);
+  for (phase = 0; phase < 4; phase++) {
+    /* Locked updates: every process's operations, replayed by all for the
+     * oracle (additions commute, so the order does not matter). */
+    unsigned state = seed * 31 + phase * 977 + Tmk_proc_id;
+    for (step = 0; step < iterations; step++) {
+      int a = (int)(next_random(&state) % counters), b;
+      int group = a % groups;
+      long delta = (long)(next_random(&state) % 100) - 50;
+      b = (int)((a + groups * (1 + next_random(&state) % 7)) % counters); /* same group */
+      Tmk_lock_acquire(group);
+      {
+        long sum = 0;
+        for (i = group; i < counters; i += groups) sum += counter[i];
+        check(sum == counter[counters + group], "a group's invariant under its lock", sum, counter[counters + group]);
+      }
+      counter[a] += delta; /* a transfer within the group keeps its sum */
+      counter[b] -= delta;
+      counter[b] += 1;
+      counter[counters + group] += 1;
+      Tmk_lock_release(group);
+    }
+    for (p = 0; p < Tmk_nprocs; p++) {
+      unsigned replay = seed * 31 + phase * 977 + p;
+      for (step = 0; step < iterations; step++) {
+        int a = (int)(next_random(&replay) % counters), b;
+        long delta = (long)(next_random(&replay) % 100) - 50;
+        b = (int)((a + groups * (1 + next_random(&replay) % 7)) % counters);
+        expected[a] += delta;
+        expected[b] += 1 - delta;
+      }
+    }
+    /* Barrier-separated slices: each process rewrites its own. */
+    for (i = 0; i < slice_words; i++) slices[Tmk_proc_id * slice_words + i] = phase * 100000 + Tmk_proc_id * 10000 + i;
+    Tmk_barrier(1);
+    for (i = 0; i < counters; i++) check(counter[i] == expected[i], "a counter after the barrier", counter[i], expected[i]);
+    for (p = 0; p < Tmk_nprocs; p++)
+      for (i = 0; i < slice_words; i += 7)
+        check(slices[p * slice_words + i] == phase * 100000 + p * 10000 + i, "a slice word", slices[p * slice_words + i],
+              phase * 100000 + p * 10000 + i);
+    Tmk_barrier(2);
+  }
+  finish("stress");
+}
+
+/* Misuse: each stops the whole job with a message naming the call. */
+static void misuse(const char *what) {
+  static int private_variable;
+  if (strcmp(what, "bad-lock") == 0) Tmk_lock_acquire(70000);
+  if (strcmp(what, "bad-barrier") == 0) Tmk_barrier(70000);
+  if (strcmp(what, "release-unheld") == 0) Tmk_lock_release(4);
+  if (strcmp(what, "double-acquire") == 0) {
+    Tmk_lock_acquire(4);
+    Tmk_lock_acquire(4);
+  }
+  if (strcmp(what, "bad-free") == 0) {
+    char *block = Tmk_malloc(100);
+    Tmk_free(block + 8);
+  }
+  if (strcmp(what, "distribute-size") == 0) Tmk_distribute(&private_variable, 0);
+  if (strcmp(what, "distribute-shared") == 0) {
+    int *in_shared = Tmk_malloc(64);
+    Tmk_distribute(in_shared, 4);
+  }
+  if (strcmp(what, "cond-unheld") == 0) Tmk_lock_cond_wait(2, 1);
+  if (strcmp(what, "errexit") == 0) Tmk_errexit("giving up after %d tries", 3);
+  if (strcmp(what, "mismatched-barriers") == 0) Tmk_barrier(Tmk_proc_id == 0 ? 1 : 2);
+  if (strcmp(what, "segv") == 0) {
+    volatile int *nowhere = (volatile int *)(uintptr_t)atoi("16");
+    *nowhere = 1;
+  }
+  if (strcmp(what, "heap-exhausted") == 0) {
+    void *huge = Tmk_malloc(64u << 20);
+    void *small = Tmk_malloc(100);
+    if (Tmk_proc_id == 0) printf("huge %s, small %s\n", huge ? "allocated" : "NULL", small ? "allocated" : "NULL");
+    Tmk_exit(huge == NULL && small != NULL ? 0 : 1);
+  }
+  if (strcmp(what, "return-from-main") == 0) return;
+  fprintf(stderr, "process %u: misuse %s was not stopped\n", Tmk_proc_id, what);
+  Tmk_exit(3);
+}
+
+int main(int argc, char **argv) {
+  const char *scenario = NULL;
+  int c;
+  while ((c = getopt(argc, argv, "t:i:x:")) != -1) {
+    switch (c) {
+      case 't': scenario = optarg; break;
+      case 'i': iterations = atoi(optarg); break;
+      case 'x': seed = (unsigned)atoi(optarg); break;
+      default: fprintf(stderr, "usage: api_worker -t SCENARIO [-i N] [-x SEED] -- -n NPROCS\n"); return 2;
+    }
+  }
+  if (!scenario) {
+    fprintf(stderr, "usage: api_worker -t SCENARIO [-i N] [-x SEED] -- -n NPROCS\n");
+    return 2;
+  }
+  if (strcmp(scenario, "before-startup") == 0) Tmk_barrier(0);
+  Tmk_startup(argc, argv);
+  if (strcmp(scenario, "release-acquire") == 0) release_acquire();
+  else if (strcmp(scenario, "false-sharing") == 0) false_sharing();
+  else if (strcmp(scenario, "barriers") == 0) barriers();
+  else if (strcmp(scenario, "conditions") == 0) conditions();
+  else if (strcmp(scenario, "distribution") == 0) distribution();
+  else if (strcmp(scenario, "allocation") == 0) allocation();
+  else if (strcmp(scenario, "garbage") == 0) garbage();
+  else if (strcmp(scenario, "stress") == 0) stress();
+  else misuse(scenario);
+  return 0;
+}

@@ -1,0 +1,118 @@
+// interval_test — vector-time order, the interval store and the encoding
+// of intervals and write notices in messages.
+#include <gtest/gtest.h>
+
+#include "interval.h"
+#include "message.h"
+#include "vector_time.h"
+
+namespace {
+
+using namespace tmk;
+
+TEST(vector_time, order_and_merge) {
+  vector_time a{1, 0, 2}, b{1, 1, 2}, c{0, 3, 0};
+  EXPECT_TRUE(vector_time_before(a, b));
+  EXPECT_FALSE(vector_time_before(b, a));
+  EXPECT_FALSE(vector_time_before(a, a));
+  EXPECT_FALSE(vector_time_before(a, c));
+  EXPECT_FALSE(vector_time_before(c, a));
+  EXPECT_TRUE(vector_time_covers(b, a));
+  vector_time merged = a;
+  vector_time_merge(merged, c);
+  EXPECT_EQ(merged, (vector_time{1, 3, 2}));
+  EXPECT_LT(vector_time_sum(a), vector_time_sum(b));
+}
+
+interval_record make(int owner, std::uint32_t index, vector_time time,
+                     std::vector<std::uint32_t> pages) {
+  time[owner] = index;
+  return {owner, index, std::move(time), std::move(pages)};
+}
+
+TEST(interval_store, keeps_contiguous_runs) {
+  interval_store store(3);
+  EXPECT_TRUE(store.add(make(1, 1, {0, 0, 0}, {5})));
+  EXPECT_TRUE(store.add(make(1, 1, {0, 0, 0}, {5})));  // duplicate: ignored
+  EXPECT_FALSE(store.add(make(1, 3, {0, 0, 0}, {5})));  // gap
+  EXPECT_TRUE(store.add(make(1, 2, {2, 0, 0}, {6, 7})));
+  EXPECT_EQ(store.known(1), 2u);
+  EXPECT_EQ(store.known(0), 0u);
+  ASSERT_NE(store.find(1, 2), nullptr);
+  EXPECT_EQ(store.find(1, 2)->pages, (std::vector<std::uint32_t>{6, 7}));
+  EXPECT_EQ(store.find(1, 3), nullptr);
+  store.discard_through({0, 1, 0});
+  EXPECT_EQ(store.find(1, 1), nullptr);
+  EXPECT_NE(store.find(1, 2), nullptr);
+  EXPECT_EQ(store.known(1), 2u);
+  EXPECT_EQ(store.count(), 1u);
+}
+
+TEST(interval_store, encodes_what_the_receiver_lacks) {
+  interval_store store(2);
+  store.add(make(0, 1, {0, 0}, {1}));
+  store.add(make(0, 2, {0, 0}, {2}));
+  store.add(make(1, 1, {1, 0}, {3, 4}));
+  message_writer writer(message_type::lock_grant);
+  ASSERT_TRUE(store.encode(writer, {1, 0}, {2, 1}));
+  message_reader reader(writer.bytes());
+  EXPECT_EQ(reader.type(), message_type::lock_grant);
+  std::vector<interval_record> records;
+  ASSERT_TRUE(intervals_decode(reader, 2, 100, records));
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].owner, 0);
+  EXPECT_EQ(records[0].index, 2u);
+  EXPECT_EQ(records[1].owner, 1);
+  EXPECT_EQ(records[1].pages, (std::vector<std::uint32_t>{3, 4}));
+  EXPECT_EQ(records[1].time, (vector_time{1, 1}));
+  // An interval the store no longer holds cannot be sent.
+  message_writer missing(message_type::lock_grant);
+  EXPECT_FALSE(store.encode(missing, {0, 0}, {3, 0}));
+}
+
+TEST(interval_decode, refuses_malformed_records) {
+  auto encode_one = [](std::int32_t owner, std::uint32_t index, vector_time time,
+                       std::vector<std::uint32_t> pages) {
+    message_writer writer(message_type::barrier_depart);
+    writer.put<std::uint32_t>(1);
+    writer.put<std::int32_t>(owner);
+    writer.put<std::uint32_t>(index);
+    for (auto entry : time) writer.put<std::uint32_t>(entry);
+    writer.put_words(pages);
+    return writer;
+  };
+  auto decodes = [](const message_writer& writer, std::uint32_t npages) {
+    message_reader reader(writer.bytes());
+    reader.type();
+    std::vector<interval_record> records;
+    return intervals_decode(reader, 2, npages, records);
+  };
+  EXPECT_TRUE(decodes(encode_one(1, 1, {0, 1}, {3}), 10));
+  EXPECT_FALSE(decodes(encode_one(2, 1, {0, 1}, {3}), 10));   // no such process
+  EXPECT_FALSE(decodes(encode_one(1, 0, {0, 0}, {3}), 10));   // index 0
+  EXPECT_FALSE(decodes(encode_one(1, 2, {0, 1}, {3}), 10));   // time disagrees
+  EXPECT_FALSE(decodes(encode_one(1, 1, {0, 1}, {10}), 10));  // page out of range
+  message_writer truncated(message_type::barrier_depart);
+  truncated.put<std::uint32_t>(1000000);
+  EXPECT_FALSE(decodes(truncated, 10));
+}
+
+TEST(message, reader_checks_every_length) {
+  message_writer writer(message_type::distribute);
+  writer.put<std::uint32_t>(7);
+  writer.put_string("abc");
+  message_reader reader(writer.bytes());
+  EXPECT_EQ(reader.type(), message_type::distribute);
+  EXPECT_EQ(reader.take<std::uint32_t>(), 7u);
+  EXPECT_EQ(reader.get_string(), "abc");
+  EXPECT_TRUE(reader.ok());
+  EXPECT_EQ(reader.take<std::uint64_t>(), 0u);
+  EXPECT_FALSE(reader.ok());
+  std::vector<std::byte> lying{std::byte{1}, std::byte{0xff}, std::byte{0xff}, std::byte{0}, std::byte{0}};
+  message_reader liar(lying);
+  liar.type();
+  EXPECT_TRUE(liar.get_bytes().empty());
+  EXPECT_FALSE(liar.ok());
+}
+
+}  // namespace
