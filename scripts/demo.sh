@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# demo.sh — the main job: sets everything up, then runs the substrate
-# ping-pong between 2 processes and prints its figures.
+# demo.sh — the main job: sets everything up, then runs the four
+# applications (SOR, TSP, Jacobi, 3D FFT) at their default sizes on 1, 2
+# and 4 processes, each verified against a sequential run, and prints their
+# times, speed-ups and traffic.  Arguments go to scripts/run_apps.py (e.g.
+# --csv, --repeat 5, --nprocs 1,2,4,8, --substrate sockets).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/setup.sh"
-"${BUILD_DIR:-$root/build}/microbench/pingpong" "$@" -- -n 2
+exec /usr/bin/python3 "$root/scripts/run_apps.py" --build "${BUILD_DIR:-$root/build}" "$@"

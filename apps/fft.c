@@ -1,0 +1,384 @@
+/*
+ * fft — a 3-D FFT PDE solver in the manner of NAS FT, on TreadMarks shared
+ * memory.
+ *
+ * The initial field u (N x N x N complex doubles, stored u[z][y][x]) is
+ * transformed forward once; then every iteration multiplies the spectrum
+ * by exp(-4 pi^2 alpha |k|^2), transforms it back and adds up NAS FT's
+ * checksum of 1024 points of the result.  A 3-D transform is three rounds of
+ * 1-D transforms.  Each process owns a slab of z planes of u and does the x
+ * and y rounds there; for the z round the data are transposed through shared
+ * memory into arrays stored [x][y][z], of which each process owns a slab of x
+ * planes.  A process transposes by reading the other processes' slabs into
+ * its own, so every transpose is an all-to-all exchange after a barrier.
+ * Checksum contributions are added under a lock.
+ *
+ * Afterwards process 0 repeats the computation sequentially in private
+ * memory with the same 1-D transforms, compares the final field bit for
+ * bit and the checksums within a relative 1e-12 (their terms are added in
+ * another order).
+ *
+ * Usage: fft [-i ITERATIONS] [-n N] [-- tmk options]
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <Tmk.h>
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ALPHA 1e-6      /* NAS FT's diffusion constant */
+#define CHECKSUM_POINTS 1024
+#define MAX_SIZE 256
+#define SUM_LOCK 0
+
+typedef struct {
+  double re, im;
+} dcomplex;
+
+/* Shared arrays, allocated by process 0 and distributed to the others. */
+static dcomplex *u;          /* [z][y][x]: the field */
+static dcomplex *spectrum;   /* [x][y][z]: the forward transform, evolved each iteration */
+static dcomplex *work;       /* [x][y][z]: this iteration's spectrum, z-transformed back */
+static double *twiddle;      /* [x][y][z]: the evolution factor */
+static dcomplex *checksums;  /* one per iteration, summed under SUM_LOCK */
+
+static int size = 32;
+static int iterations = 6;   /* as NAS FT */
+static dcomplex *roots;      /* private: exp(-2 pi i k / size), k < size/2 */
+static dcomplex *line;       /* private: one line being transformed */
+
+#define AT(array, a, b, c) (array)[((size_t)(a) * size + (b)) * size + (c)]
+
+static void usage(const char *program)
+{
+  fprintf(stderr,
+          "usage: %s [-i ITERATIONS] [-n N] [-- tmk options]\n"
+          "  -i ITERATIONS  time steps (default 6)\n"
+          "  -n N           an N x N x N grid, N a power of two from 2 to %d (default 32)\n",
+          program, MAX_SIZE);
+  exit(2);
+}
+
+/* Parses a positive decimal number no larger than max, or returns -1. */
+static int parse_count(const char *text, long max)
+{
+  char *end;
+  long value = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < 1 || value > max)
+    return -1;
+  return (int)value;
+}
+
+/* A reproducible pseudo-random number in [0, 1) for each index. */
+static double random_at(uint64_t index)
+{
+  uint64_t h = index + 0x9E3779B97F4A7C15u;
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9u;
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBu;
+  h ^= h >> 31;
+  return (double)(h >> 11) * 0x1.0p-53;
+}
+
+static void initialize_plane(dcomplex *field, int z)
+{
+  for (int y = 0; y < size; y++)
+    for (int x = 0; x < size; x++) {
+      uint64_t index = ((uint64_t)z * size + y) * size + x;
+      AT(field, z, y, x).re = random_at(2 * index);
+      AT(field, z, y, x).im = random_at(2 * index + 1);
+    }
+}
+
+/* The evolution factor of the x plane at wave number x. */
+static void initialize_twiddle_plane(double *factor, int x)
+{
+  const double pi = 3.141592653589793238;
+  int kx = x < size / 2 ? x : x - size;
+  for (int y = 0; y < size; y++) {
+    int ky = y < size / 2 ? y : y - size;
+    for (int z = 0; z < size; z++) {
+      int kz = z < size / 2 ? z : z - size;
+      AT(factor, x, y, z) = exp(-4.0 * ALPHA * pi * pi * (double)(kx * kx + ky * ky + kz * kz));
+    }
+  }
+}
+
+/* An in-place radix-2 transform of size points; inverse without scaling. */
+static void fft_line(dcomplex *a, bool inverse)
+{
+  for (int i = 1, j = 0; i < size; i++) {
+    int bit = size >> 1;
+    for (; j & bit; bit >>= 1)
+      j ^= bit;
+    j ^= bit;
+    if (i < j) {
+      dcomplex t = a[i];
+      a[i] = a[j];
+      a[j] = t;
+    }
+  }
+  for (int length = 2; length <= size; length <<= 1) {
+    int half = length / 2, step = size / length;
+    for (int start = 0; start < size; start += length) {
+      for (int k = 0; k < half; k++) {
+        dcomplex w = roots[k * step];
+        if (inverse)
+          w.im = -w.im;
+        dcomplex *p = &a[start + k], *q = &a[start + k + half];
+        dcomplex t = {w.re * q->re - w.im * q->im, w.re * q->im + w.im * q->re};
+        q->re = p->re - t.re;
+        q->im = p->im - t.im;
+        p->re += t.re;
+        p->im += t.im;
+      }
+    }
+  }
+}
+
+/* The x and y rounds of a transform, on z planes z0..z1-1 of field. */
+static void fft_xy(dcomplex *field, int z0, int z1, bool inverse)
+{
+  for (int z = z0; z < z1; z++) {
+    for (int y = 0; y < size; y++)
+      fft_line(&AT(field, z, y, 0), inverse);
+    for (int x = 0; x < size; x++) {
+      for (int y = 0; y < size; y++)
+        line[y] = AT(field, z, y, x);
+      fft_line(line, inverse);
+      for (int y = 0; y < size; y++)
+        AT(field, z, y, x) = line[y];
+    }
+  }
+}
+
+/* The z round, on x planes x0..x1-1 of an array stored [x][y][z]. */
+static void fft_z(dcomplex *transposed, int x0, int x1, bool inverse)
+{
+  for (int x = x0; x < x1; x++)
+    for (int y = 0; y < size; y++)
+      fft_line(&AT(transposed, x, y, 0), inverse);
+}
+
+/* Fills x planes x0..x1-1 of to[x][y][z] from from[z][y][x]. */
+static void transpose_to_x_planes(dcomplex *to, const dcomplex *from, int x0, int x1)
+{
+  for (int x = x0; x < x1; x++)
+    for (int y = 0; y < size; y++)
+      for (int z = 0; z < size; z++)
+        AT(to, x, y, z) = AT(from, z, y, x);
+}
+
+/* Fills z planes z0..z1-1 of to[z][y][x] from from[x][y][z]. */
+static void transpose_to_z_planes(dcomplex *to, const dcomplex *from, int z0, int z1)
+{
+  for (int z = z0; z < z1; z++)
+    for (int y = 0; y < size; y++)
+      for (int x = 0; x < size; x++)
+        AT(to, z, y, x) = AT(from, x, y, z);
+}
+
+/* One time step on x planes x0..x1-1: evolves the spectrum and copies it
+ * into the work array. */
+static void evolve(dcomplex *evolving, dcomplex *copy, const double *factor, int x0, int x1)
+{
+  for (size_t i = (size_t)x0 * size * size; i < (size_t)x1 * size * size; i++) {
+    evolving[i].re *= factor[i];
+    evolving[i].im *= factor[i];
+    copy[i] = evolving[i];
+  }
+}
+
+/* NAS FT's checksum terms that lie in z planes z0..z1-1, in order. */
+static dcomplex checksum_part(const dcomplex *field, int z0, int z1)
+{
+  dcomplex sum = {0.0, 0.0};
+  for (int j = 1; j <= CHECKSUM_POINTS; j++) {
+    int x = j % size, y = 3 * j % size, z = 5 * j % size;
+    if (z >= z0 && z < z1) {
+      sum.re += AT(field, z, y, x).re;
+      sum.im += AT(field, z, y, x).im;
+    }
+  }
+  return sum;
+}
+
+/* The whole computation on private arrays; the final field is returned
+ * and the checksums are stored in sums. */
+static dcomplex *solve_sequentially(dcomplex *sums)
+{
+  size_t points = (size_t)size * size * size;
+  dcomplex *field = malloc(points * sizeof *field);
+  dcomplex *evolving = malloc(points * sizeof *evolving);
+  dcomplex *copy = malloc(points * sizeof *copy);
+  double *factor = malloc(points * sizeof *factor);
+  if (field == NULL || evolving == NULL || copy == NULL || factor == NULL) {
+    free(field);
+    free(evolving);
+    free(copy);
+    free(factor);
+    return NULL;
+  }
+  for (int z = 0; z < size; z++)
+    initialize_plane(field, z);
+  for (int x = 0; x < size; x++)
+    initialize_twiddle_plane(factor, x);
+  fft_xy(field, 0, size, false);
+  transpose_to_x_planes(evolving, field, 0, size);
+  fft_z(evolving, 0, size, false);
+  for (int t = 0; t < iterations; t++) {
+    evolve(evolving, copy, factor, 0, size);
+    fft_z(copy, 0, size, true);
+    transpose_to_z_planes(field, copy, 0, size);
+    fft_xy(field, 0, size, true);
+    sums[t] = checksum_part(field, 0, size);
+  }
+  free(evolving);
+  free(copy);
+  free(factor);
+  return field;
+}
+
+static double seconds_now(void)
+{
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+  int option;
+  while ((option = getopt(argc, argv, "i:n:")) != -1) {
+    switch (option) {
+    case 'i':
+      iterations = parse_count(optarg, 1000000);
+      break;
+    case 'n':
+      size = parse_count(optarg, MAX_SIZE);
+      break;
+    default:
+      usage(argv[0]);
+    }
+    if (iterations < 0 || size < 0)
+      usage(argv[0]);
+  }
+  if (optind < argc && strcmp(argv[optind - 1], "--") != 0)
+    usage(argv[0]);
+  if (size < 2 || (size & (size - 1)) != 0)
+    usage(argv[0]);
+
+  roots = malloc((size_t)size / 2 * sizeof *roots);
+  line = malloc((size_t)size * sizeof *line);
+  if (roots == NULL || line == NULL) {
+    fprintf(stderr, "%s: out of memory\n", argv[0]);
+    exit(2);
+  }
+  for (int k = 0; k < size / 2; k++) {
+    double angle = 2.0 * 3.141592653589793238 * k / size;
+    roots[k].re = cos(angle);
+    roots[k].im = -sin(angle);
+  }
+
+  Tmk_startup(argc, argv);
+
+  size_t points = (size_t)size * size * size;
+  if (Tmk_proc_id == 0) {
+    u = Tmk_malloc((unsigned)(points * sizeof *u));
+    spectrum = Tmk_malloc((unsigned)(points * sizeof *spectrum));
+    work = Tmk_malloc((unsigned)(points * sizeof *work));
+    twiddle = Tmk_malloc((unsigned)(points * sizeof *twiddle));
+    checksums = Tmk_malloc((unsigned)((size_t)iterations * sizeof *checksums));
+    if (u == NULL || spectrum == NULL || work == NULL || twiddle == NULL || checksums == NULL)
+      Tmk_errexit("fft: cannot allocate the %d^3 arrays in shared memory", size);
+    for (int t = 0; t < iterations; t++)
+      checksums[t] = (dcomplex){0.0, 0.0};
+    Tmk_distribute(&u, sizeof u);
+    Tmk_distribute(&spectrum, sizeof spectrum);
+    Tmk_distribute(&work, sizeof work);
+    Tmk_distribute(&twiddle, sizeof twiddle);
+    Tmk_distribute(&checksums, sizeof checksums);
+  }
+  Tmk_barrier(0);
+
+  /* Planes are dealt out in slabs that differ by at most one plane; the
+   * same numbers select this process's z planes of u and x planes of the
+   * transposed arrays. */
+  int first = (int)((long)Tmk_proc_id * size / Tmk_nprocs);
+  int last = (int)((long)(Tmk_proc_id + 1) * size / Tmk_nprocs);
+
+  for (int z = first; z < last; z++)
+    initialize_plane(u, z);
+  for (int x = first; x < last; x++)
+    initialize_twiddle_plane(twiddle, x);
+  Tmk_barrier(0);
+
+  double start = seconds_now();
+  fft_xy(u, first, last, false);
+  Tmk_barrier(1);
+  transpose_to_x_planes(spectrum, u, first, last);
+  fft_z(spectrum, first, last, false);
+  for (int t = 0; t < iterations; t++) {
+    evolve(spectrum, work, twiddle, first, last);
+    fft_z(work, first, last, true);
+    Tmk_barrier(2);
+    transpose_to_z_planes(u, work, first, last);
+    fft_xy(u, first, last, true);
+    dcomplex part = checksum_part(u, first, last);
+    Tmk_lock_acquire(SUM_LOCK);
+    checksums[t].re += part.re;
+    checksums[t].im += part.im;
+    Tmk_lock_release(SUM_LOCK);
+    Tmk_barrier(3);
+  }
+  double elapsed = seconds_now() - start;
+
+  if (Tmk_proc_id != 0)
+    Tmk_exit(0);
+
+  printf("fft: %d x %d x %d complex doubles, %d iterations, %u processes\n", size, size, size,
+         iterations, Tmk_nprocs);
+  dcomplex *sums = malloc((size_t)iterations * sizeof *sums);
+  dcomplex *expected = sums == NULL ? NULL : solve_sequentially(sums);
+  if (expected == NULL)
+    Tmk_errexit("fft: cannot allocate the arrays for the sequential check");
+  long mismatches = 0;
+  char detail[200] = "";
+  for (size_t i = 0; i < points; i++) {
+    if (memcmp(&u[i], &expected[i], sizeof u[i]) != 0) {
+      if (mismatches == 0)
+        snprintf(detail, sizeof detail, "; point %zu is (%.17g, %.17g), expected (%.17g, %.17g)",
+                 i, u[i].re, u[i].im, expected[i].re, expected[i].im);
+      mismatches++;
+    }
+  }
+  int bad_sums = 0;
+  for (int t = 0; t < iterations; t++) {
+    double error = hypot(checksums[t].re - sums[t].re, checksums[t].im - sums[t].im);
+    if (!(error <= 1e-12 * hypot(sums[t].re, sums[t].im))) {
+      if (bad_sums == 0 && mismatches == 0)
+        snprintf(detail, sizeof detail, "; checksum %d is (%.17g, %.17g), expected (%.17g, %.17g)",
+                 t + 1, checksums[t].re, checksums[t].im, sums[t].re, sums[t].im);
+      bad_sums++;
+    }
+  }
+  bool passed = mismatches == 0 && bad_sums == 0;
+  double n3 = (double)points;
+  if (passed)
+    printf("check: passed (final field bit for bit equal to a sequential run; %d checksums "
+           "within 1e-12, last %.12e %+.12e i)\n",
+           iterations, sums[iterations - 1].re / n3, sums[iterations - 1].im / n3);
+  else
+    printf("check: FAILED (%ld points and %d checksums differ from a sequential run%s)\n",
+           mismatches, bad_sums, detail);
+  printf("time: %.6f s\n", elapsed);
+  free(expected);
+  free(sums);
+  Tmk_exit(passed ? 0 : 1);
+}
