@@ -124,6 +124,17 @@ const char* launch_mode_name(launch_mode mode) {
 
 job* job::current() { return current_job; }
 
+int job::local_processes() const {
+  switch (mode_) {
+    case launch_mode::fork: return size_;
+    case launch_mode::mpi:
+      if (const char* local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) return atoi(local);
+      if (const char* local = getenv("MPI_LOCALNRANKS")) return atoi(local);
+      return 1;
+    default: return 1;
+  }
+}
+
 job::job(const launch_config& config, launch_mode mode, int rank, int size)
     : config_(config), mode_(mode), rank_(rank), size_(size) {
   failure_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -58,6 +58,8 @@ class job {
   int size() const { return size_; }
   launch_mode mode() const { return mode_; }
   const launch_config& config() const { return config_; }
+  // Processes of this job on this host (as far as the launch tells).
+  int local_processes() const;
 
   // Start-up exchange: every process contributes one blob and receives all
   // of them, indexed by rank.  Fails (naming the missing ranks) if a process

@@ -9,6 +9,7 @@
 #include "transport.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -37,6 +38,10 @@ transport::transport(job& owner, const substrate_config& config)
     : job_(owner), config_(config), rank_(owner.rank()), size_(owner.size()),
       pending_(max_outstanding) {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) cores = CPU_COUNT(&allowed);
+  core_per_process_ = owner.local_processes() <= cores;
   free_slots_.reserve(max_outstanding);
   for (std::uint32_t slot = max_outstanding; slot-- > 0;) free_slots_.push_back(slot);
 }
@@ -81,14 +86,21 @@ void transport::stop() {
 }
 
 // The service thread: make progress (the backend runs the handler for each
-// request that arrived); when nothing came, spin for a while (the adaptive
-// window below), then sleep on the request channel's event fd until a
-// request or a stop wakes it.  The window follows the recent gaps between
-// requests: while they come closer than TMK_SERVICE_SPIN_US the thread
-// spins that long (no wake-up cost); when they are sparser it spins only an
-// eighth of it, so that it does not take a core from computation.
+// request that arrived); when nothing came, spin for a while, then sleep on
+// the request channel's event fd until a request or a stop wakes it.
+//
+// Spinning costs a core, sleeping costs a wake-up (on a virtual machine
+// whose idle CPU has halted, tens of microseconds).  So the window adapts:
+// while requests come closer than TMK_SERVICE_SPIN_US the thread spins that
+// long, when they are sparser only an eighth of it; and while the calling
+// thread itself sleeps in a wait, its core would sit idle, so the service
+// thread spins there (up to idle_spin) — unless the host runs more
+// processes of the job than it has cores, where every spin takes a core
+// from someone's computation.
 void transport::service_loop() {
-  const auto max_spin = std::chrono::microseconds(config_.service_spin_us);
+  const auto max_spin = std::chrono::microseconds(core_per_process_ ? config_.service_spin_us
+                                                                    : config_.service_spin_us / 8);
+  const auto idle_spin = std::chrono::microseconds(core_per_process_ ? 10000 : 0);
   auto spin_window = max_spin;
   double gap_average_us = 0;
   auto last_activity = clock_type::now();
@@ -105,7 +117,12 @@ void transport::service_loop() {
         continue;
       }
       if ((++idle_rounds & 15) != 0) continue;  // the clock costs more than a poll
-      if (clock_type::now() - last_activity < spin_window) continue;
+      auto idle = clock_type::now() - last_activity;
+      if (idle < spin_window) continue;
+      // The caller's core is free, and requests have been coming: keep it.
+      if (caller_asleep_.load(std::memory_order_relaxed) && idle < idle_spin &&
+          clock_type::now() - last_request < idle_spin)
+        continue;
       if (!arm(channel::request)) continue;
       pollfd fds[2] = {{event_fd(channel::request), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
       int ready = poll(fds, 2, 1000);
@@ -218,6 +235,7 @@ result<request_id> transport::send_request(int peer, parts payload) {
   pending_reply& slot = pending_[index];
   slot.id = id;
   slot.done = false;
+  slot.to_self = peer == rank_;
   status sent = send(channel::reply, peer, channel::request, message_kind::request, rank_, id,
                      payload);
   if (!sent) {
@@ -280,13 +298,25 @@ status transport::wait_until_done(std::span<const request_id> ids) {
       if (!pending_[id & (max_outstanding - 1)].done) return false;
     return true;
   };
-  auto spin_until = clock_type::now() + std::chrono::microseconds(config_.wait_spin_us);
+  // A request to this process's own service thread is answered sooner if
+  // the caller gives that thread its core at once instead of spinning.
+  bool to_self = false;
+  for (request_id id : ids) to_self = to_self || pending_[id & (max_outstanding - 1)].to_self;
+  auto spin_until = clock_type::now() + std::chrono::microseconds(
+                                            to_self             ? 0
+                                            : core_per_process_ ? config_.wait_spin_us
+                                                                : config_.wait_spin_us / 4);
   for (unsigned round = 1;; ++round) {
     progress(channel::reply);
     if (all_done()) return status::ok();
     if (job_.failed()) return job_.failure();
     if ((round & 15) == 0 && clock_type::now() >= spin_until) break;
   }
+  struct asleep_flag {
+    std::atomic<bool>& flag;
+    explicit asleep_flag(std::atomic<bool>& f) : flag(f) { flag.store(true, std::memory_order_relaxed); }
+    ~asleep_flag() { flag.store(false, std::memory_order_relaxed); }
+  } asleep(caller_asleep_);
   while (true) {
     if (!arm(channel::reply)) {
       progress(channel::reply);

@@ -187,6 +187,7 @@ class transport {
   struct pending_reply {
     request_id id = 0;
     bool done = false;
+    bool to_self = false;  // answered by this process's own service thread
     std::vector<std::byte> payload;
   };
   // Counters of one thread, read (not written) by others.
@@ -210,6 +211,12 @@ class transport {
   request_handler handler_;
   std::thread service_;
   std::atomic<bool> stopping_{false};
+  // Set while the calling thread sleeps in a wait: its core is free, and
+  // the service thread may spin there instead of sleeping.
+  std::atomic<bool> caller_asleep_{false};
+  // No more processes of this job on this host than cores: a waiting
+  // process's core is its own to spin on.
+  bool core_per_process_ = true;
   int wake_fd_ = -1;
   std::vector<pending_reply> pending_;
   std::vector<std::uint32_t> free_slots_;
