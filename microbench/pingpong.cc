@@ -202,6 +202,7 @@ int main(int argc, char** argv) {
       fflush(stdout);
     }
   }
+  link->set_caller_idle(true);
   exit_status = the_job->finish(exit_status);
   link->stop();
   link.reset();

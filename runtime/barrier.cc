@@ -121,12 +121,13 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
 void node::collect_garbage() {
   std::unique_lock lock(mutex_);
   std::vector<std::uint32_t> stale;
-  for (auto& [page, entry] : extras_) {
-    bool behind = false;
+  extras_.for_each([&](std::uint32_t page, page_extra& entry) {
     for (const auto& progress : entry.writers)
-      if (progress.notified > progress.applied) behind = true;
-    if (behind) stale.push_back(page);
-  }
+      if (progress.notified > progress.applied) {
+        stale.push_back(page);
+        return;
+      }
+  });
   if (rank_ == 0) {
     for (std::uint32_t page : stale) {
       page_state state = state_of(page);
@@ -146,12 +147,13 @@ void node::collect_garbage() {
   barrier_round(collection_barrier, true, "garbage collection");
   lock.lock();
   std::vector<std::uint32_t> sealed;
-  for (auto& [page, entry] : extras_)
+  extras_.for_each([&](std::uint32_t page, page_extra& entry) {
     if (entry.twin != nullptr) {
       drop_twin(entry);
       set_state(page, page_state::read_only);
       sealed.push_back(page);
     }
+  });
   protect_pages(sealed, page_state::read_only);
   extras_.clear();
   twinned_.clear();

@@ -14,8 +14,8 @@ namespace tmk {
 void node::close_interval() {
   std::size_t kept = 0;
   for (std::uint32_t page : twinned_) {
-    auto found = extras_.find(page);
-    if (found != extras_.end() && found->second.twin != nullptr) twinned_[kept++] = page;
+    page_extra* entry = extras_.find(page);
+    if (entry != nullptr && entry->twin != nullptr) twinned_[kept++] = page;
   }
   twinned_.resize(kept);
   if (twinned_.empty()) return;
@@ -60,8 +60,7 @@ bool node::incorporate(message_reader& reader) {
 }
 
 std::size_t node::consistency_bytes() const {
-  return twin_count_ * page_size_ + diff_bytes_ + intervals_.bytes() +
-         extras_.size() * (sizeof(page_extra) + 2 * sizeof(writer_progress));
+  return twin_count_ * page_size_ + diff_bytes_ + intervals_.bytes() + extras_.bytes();
 }
 
 }  // namespace tmk

@@ -44,6 +44,7 @@ node::node(job& owner, std::unique_ptr<transport> link, const runtime_config& co
       print_statistics_(statistics),
       page_size_(config.page_size),
       npages_(static_cast<std::uint32_t>(config.shared_size / config.page_size)),
+      extras_(static_cast<std::uint32_t>(config.shared_size / config.page_size)),
       time_(owner.size(), 0),
       intervals_(owner.size()) {}
 
@@ -309,6 +310,7 @@ void node::exit(int exit_status) {
     await(send_request(0, message, "Tmk_exit"), "Tmk_exit");
   }
   fflush(stdout);
+  link_->set_caller_idle(true);  // this process only serves the others now
   int final_status = job_.finish(exit_status);
   if (rank_ == 0 && !config_.statistics_file.empty()) write_statistics_file();
   link_->stop();

@@ -75,6 +75,44 @@ struct page_extra {
   std::vector<writer_progress> writers; // other processes'
 };
 
+// Per-page protocol state, for the pages that have any: a two-level table
+// (lookup is two indexes; a chunk of 4096 entries is made on first use), so
+// that a write notice costs nanoseconds, not a hash lookup.
+class page_table {
+ public:
+  static constexpr std::uint32_t chunk_bits = 12;
+  static constexpr std::uint32_t chunk_pages = 1u << chunk_bits;
+  explicit page_table(std::uint32_t npages) : chunks_((npages + chunk_pages - 1) / chunk_pages) {}
+  page_extra& at(std::uint32_t page) {
+    auto& chunk = chunks_[page >> chunk_bits];
+    if (!chunk) chunk = std::make_unique<page_extra[]>(chunk_pages);
+    return chunk[page & (chunk_pages - 1)];
+  }
+  page_extra* find(std::uint32_t page) {
+    auto& chunk = chunks_[page >> chunk_bits];
+    return chunk ? &chunk[page & (chunk_pages - 1)] : nullptr;
+  }
+  // Calls visit(page, entry) for every entry of every chunk in use.
+  template <typename F>
+  void for_each(F&& visit) {
+    for (std::size_t c = 0; c < chunks_.size(); ++c)
+      if (chunks_[c])
+        for (std::uint32_t i = 0; i < chunk_pages; ++i)
+          visit(static_cast<std::uint32_t>(c * chunk_pages + i), chunks_[c][i]);
+  }
+  void clear() {
+    for (auto& chunk : chunks_) chunk.reset();
+  }
+  std::size_t bytes() const {
+    std::size_t in_use = 0;
+    for (const auto& chunk : chunks_) in_use += chunk ? chunk_pages * sizeof(page_extra) : 0;
+    return in_use;
+  }
+
+ private:
+  std::vector<std::unique_ptr<page_extra[]>> chunks_;
+};
+
 // Counters behind Tmk_stat; the service thread updates some of them.
 struct runtime_counters {
   std::atomic<unsigned long> diffs_created{0};
@@ -145,7 +183,7 @@ class node {
   }
   void protect(std::uint32_t page, page_state state);
   void protect_pages(std::vector<std::uint32_t>& pages, page_state state);
-  page_extra& extra(std::uint32_t page) { return extras_[page]; }
+  page_extra& extra(std::uint32_t page) { return extras_.at(page); }
   writer_progress& progress_of(page_extra& page, int writer);
   void make_writable(std::uint32_t page);
   void seal(std::uint32_t page, page_extra& extra);
@@ -195,7 +233,7 @@ class node {
 
   std::mutex mutex_;  // everything below
   std::uint8_t* states_ = nullptr;  // per page: state XOR its initial state
-  std::unordered_map<std::uint32_t, page_extra> extras_;
+  page_table extras_;
   std::vector<std::uint32_t> twinned_;  // pages with a twin
   std::size_t twin_count_ = 0;
   std::size_t diff_bytes_ = 0;

@@ -252,12 +252,12 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
   {
     std::lock_guard lock(mutex_);
     if (to > time_[rank_]) return reject(request, "diffs of intervals not closed yet");
-    auto found = extras_.find(page);
+    page_extra* found = extras_.find(page);
     std::uint32_t count = 0;
     std::size_t count_offset = answer.size();
     answer.reserve(sizeof count);
-    if (found != extras_.end()) {
-      page_extra& entry = found->second;
+    if (found != nullptr) {
+      page_extra& entry = *found;
       if (entry.twin != nullptr && entry.twin_start <= to) seal(page, entry);
       for (const auto& diff : entry.diffs)
         if (diff.last > from && diff.first <= to) {
@@ -282,21 +282,21 @@ void node::handle_page_request(const incoming_request& request, message_reader& 
   {
     std::lock_guard lock(mutex_);
     const std::byte* contents = runtime_page(page);
-    auto found = extras_.find(page);
-    if (found != extras_.end() && found->second.twin != nullptr) {
-      if (found->second.twin_start <= time_[rank_])
-        seal(page, found->second);
+    page_extra* found = extras_.find(page);
+    if (found != nullptr && found->twin != nullptr) {
+      if (found->twin_start <= time_[rank_])
+        seal(page, *found);
       else
-        contents = found->second.twin;
+        contents = found->twin;
     }
     answer.put_bytes({contents, page_size_});
     std::uint32_t count = 1;
-    if (found != extras_.end()) count += static_cast<std::uint32_t>(found->second.writers.size());
+    if (found != nullptr) count += static_cast<std::uint32_t>(found->writers.size());
     answer.put<std::uint32_t>(count);
     answer.put<std::int32_t>(rank_);
     answer.put<std::uint32_t>(time_[rank_]);
-    if (found != extras_.end())
-      for (const auto& progress : found->second.writers) {
+    if (found != nullptr)
+      for (const auto& progress : found->writers) {
         answer.put<std::int32_t>(progress.writer);
         answer.put<std::uint32_t>(progress.applied);
       }

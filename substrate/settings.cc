@@ -16,7 +16,8 @@ const setting_description substrate_table[] = {
     {"TMK_NOTIFY", "interrupt",
      "service thread: interrupt (sleep on the event fd after a short spin) or poll (busy-poll)"},
     {"TMK_SERVICE_SPIN_US", "50",
-     "longest time the service thread spins for the next request before sleeping (microseconds)"},
+     "how long the service thread spins for the next request before sleeping, while its "
+     "process waits (an eighth of it while the process computes; microseconds)"},
     {"TMK_WAIT_SPIN_US", "20",
      "time a caller spins for its reply before blocking on the event fd (microseconds)"},
     {"TMK_MAX_MESSAGE", "256M", "largest message the substrate accepts (bytes, K/M/G suffix)"},

@@ -25,7 +25,12 @@
 namespace tmk {
 
 namespace {
-thread_local bool service_thread_flag = false;
+thread_local bool serving_flag = false;  // this thread owns the request channel
+
+struct serving_scope {
+  serving_scope() { serving_flag = true; }
+  ~serving_scope() { serving_flag = false; }
+};
 using clock_type = std::chrono::steady_clock;
 }  // namespace
 
@@ -63,14 +68,15 @@ transport::~transport() {
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-bool transport::on_service_thread() { return service_thread_flag; }
+bool transport::serving_requests() { return serving_flag; }
 
 status transport::start(request_handler handler) {
   if (service_.joinable()) return status(status_code::invalid_argument, "already started");
   handler_ = std::move(handler);
   service_ = std::thread([this] {
-    service_thread_flag = true;
     service_loop();
+    std::lock_guard own(request_lock_);
+    serving_scope serving;
     service_thread_exit();
   });
   return status::ok();
@@ -86,64 +92,64 @@ void transport::stop() {
 }
 
 // The service thread: make progress (the backend runs the handler for each
-// request that arrived); when nothing came, spin for a while, then sleep on
-// the request channel's event fd until a request or a stop wakes it.
+// request that arrived); when nothing came, spin for a while, then let go
+// of the request channel and sleep on its event fd until a request or a
+// stop wakes it.
 //
 // Spinning costs a core, sleeping costs a wake-up (on a virtual machine
-// whose idle CPU has halted, tens of microseconds).  So the window adapts:
-// while requests come closer than TMK_SERVICE_SPIN_US the thread spins that
-// long, when they are sparser only an eighth of it; and while the calling
-// thread itself sleeps in a wait, its core would sit idle, so the service
-// thread spins there (up to idle_spin) — unless the host runs more
-// processes of the job than it has cores, where every spin takes a core
-// from someone's computation.
+// whose idle CPU has halted, tens of microseconds).  While the calling
+// thread sleeps, its core is free: the service thread spins there for
+// TMK_SERVICE_SPIN_US after each request.  While the caller runs, it
+// computes (or spins in a wait, serving requests itself): the service
+// thread spins only an eighth of that, for a burst.  After waking its own
+// caller it sleeps at once, giving the caller the core.  With more
+// processes of the job on the host than cores, it never spins.
 void transport::service_loop() {
-  const auto max_spin = std::chrono::microseconds(core_per_process_ ? config_.service_spin_us
-                                                                    : config_.service_spin_us / 8);
-  const auto idle_spin = std::chrono::microseconds(core_per_process_ ? 10000 : 0);
-  auto spin_window = max_spin;
-  double gap_average_us = 0;
+  const auto idle_window =
+      std::chrono::microseconds(core_per_process_ ? config_.service_spin_us : 0);
+  const auto busy_window =
+      std::chrono::microseconds(core_per_process_ ? config_.service_spin_us / 8 : 0);
   auto last_activity = clock_type::now();
-  auto last_request = last_activity;
   unsigned idle_rounds = 0;
 
+  std::unique_lock own(request_lock_);
+  serving_flag = true;
   while (!stopping_.load(std::memory_order_relaxed)) {
-    std::uint64_t before = service_counters_.messages_received.load(std::memory_order_relaxed);
-    unsigned events = progress(channel::request);
-    if (events == 0) {
-      if (config_.notify == notify_mode::poll) {
-        // Busy-polling never sleeps; it only yields now and then.
-        if (++idle_rounds % 1024 == 0) std::this_thread::yield();
-        continue;
-      }
-      if ((++idle_rounds & 15) != 0) continue;  // the clock costs more than a poll
-      auto idle = clock_type::now() - last_activity;
-      if (idle < spin_window) continue;
-      // The caller's core is free, and requests have been coming: keep it.
-      if (caller_asleep_.load(std::memory_order_relaxed) && idle < idle_spin &&
-          clock_type::now() - last_request < idle_spin)
-        continue;
-      if (!arm(channel::request)) continue;
-      pollfd fds[2] = {{event_fd(channel::request), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-      int ready = poll(fds, 2, 1000);
-      if (ready < 0 && errno != EINTR) {
-        TMK_LOG(error, "service thread: poll: %s", strerror(errno));
-        return;
-      }
-      service_wakeups_.fetch_add(1, std::memory_order_relaxed);
+    if (progress(channel::request) != 0) {
       last_activity = clock_type::now();
       continue;
     }
-    auto now = clock_type::now();
-    last_activity = now;
-    if (service_counters_.messages_received.load(std::memory_order_relaxed) != before) {
-      double gap = std::chrono::duration<double, std::micro>(now - last_request).count();
-      gap_average_us = gap_average_us == 0 ? gap : 0.75 * gap_average_us + 0.25 * gap;
-      spin_window = gap_average_us > static_cast<double>(config_.service_spin_us) ? max_spin / 8
-                                                                                   : max_spin;
-      last_request = now;
+    if (config_.notify == notify_mode::poll) {
+      // Busy-polling never sleeps; it only yields now and then.
+      if (++idle_rounds % 1024 == 0) std::this_thread::yield();
+      continue;
     }
+    if ((++idle_rounds & 15) != 0) continue;  // the clock costs more than a poll
+    bool caller_free = caller_asleep_.load(std::memory_order_relaxed) &&
+                       !caller_woken_.load(std::memory_order_relaxed);
+    if (clock_type::now() - last_activity < (caller_free ? idle_window : busy_window)) continue;
+    if (!arm(channel::request)) continue;
+    // Asleep, the thread lets go of the request channel: a waiting caller
+    // may serve it meanwhile (and leaves it armed, or this poll wakes).
+    serving_flag = false;
+    own.unlock();
+    pollfd fds[2] = {{event_fd(channel::request), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    int ready = poll(fds, 2, 1000);
+    own.lock();
+    serving_flag = true;
+    if (ready < 0 && errno != EINTR) {
+      TMK_LOG(error, "service thread: poll: %s", strerror(errno));
+      break;
+    }
+    service_wakeups_.fetch_add(1, std::memory_order_relaxed);
+    last_activity = clock_type::now();
   }
+  serving_flag = false;
+}
+
+void transport::set_caller_idle(bool idle) {
+  caller_woken_.store(false, std::memory_order_relaxed);
+  caller_asleep_.store(idle, std::memory_order_relaxed);
 }
 
 void transport::deliver_request(const wire_header& header, byte_span payload) {
@@ -216,6 +222,8 @@ status transport::send(channel from, int peer, channel to, message_kind kind, in
   header.sender = rank_;
   header.sequence = sequence;
   status sent = post(from, peer, to, header, payload, length);
+  if (sent && peer == rank_ && to == channel::reply)
+    caller_woken_.store(true, std::memory_order_relaxed);
   if (sent) {
     thread_counters& mine = from == channel::request ? service_counters_ : caller_counters_;
     count(mine.messages_sent, 1);
@@ -235,7 +243,6 @@ result<request_id> transport::send_request(int peer, parts payload) {
   pending_reply& slot = pending_[index];
   slot.id = id;
   slot.done = false;
-  slot.to_self = peer == rank_;
   status sent = send(channel::reply, peer, channel::request, message_kind::request, rank_, id,
                      payload);
   if (!sent) {
@@ -250,7 +257,7 @@ status transport::send_one_way(int peer, parts payload) {
 }
 
 status transport::reply(const reply_token& to, parts payload) {
-  channel from = on_service_thread() ? channel::request : channel::reply;
+  channel from = serving_requests() ? channel::request : channel::reply;
   status sent = send(from, to.origin, channel::reply, message_kind::reply, to.origin,
                      to.sequence, payload);
   // A send left in flight by the calling thread would stall until it next
@@ -260,8 +267,8 @@ status transport::reply(const reply_token& to, parts payload) {
 }
 
 status transport::forward(const incoming_request& request, int peer, parts payload) {
-  if (!on_service_thread())
-    return status(status_code::invalid_argument, "forward outside the service thread");
+  if (!serving_requests())
+    return status(status_code::invalid_argument, "forward outside a request handler");
   return send(channel::request, peer, channel::request, message_kind::request, request.origin,
               request.sequence, payload);
 }
@@ -292,31 +299,44 @@ status transport::wait_replies(std::span<const request_id> ids,
 // Spin on the reply channel for TMK_WAIT_SPIN_US (a reply usually comes
 // within a few microseconds), then block on its event fd and the job's
 // failure fd.
+bool transport::serve_while_waiting() {
+  if (config_.notify == notify_mode::poll || !service_.joinable()) return false;
+  std::unique_lock own(request_lock_, std::try_to_lock);
+  if (!own.owns_lock()) return false;
+  serving_scope serving;
+  if (progress(channel::request) == 0) return false;  // still armed: nothing happened
+  while (progress(channel::request) != 0) {
+  }
+  // Leave the channel armed so that the sleeping service thread wakes for
+  // what comes next; pending events mean more to serve first.
+  while (!arm(channel::request)) progress(channel::request);
+  return true;
+}
+
 status transport::wait_until_done(std::span<const request_id> ids) {
   auto all_done = [&] {
     for (request_id id : ids)
       if (!pending_[id & (max_outstanding - 1)].done) return false;
     return true;
   };
-  // A request to this process's own service thread is answered sooner if
-  // the caller gives that thread its core at once instead of spinning.
-  bool to_self = false;
-  for (request_id id : ids) to_self = to_self || pending_[id & (max_outstanding - 1)].to_self;
   auto spin_until = clock_type::now() + std::chrono::microseconds(
-                                            to_self             ? 0
-                                            : core_per_process_ ? config_.wait_spin_us
-                                                                : config_.wait_spin_us / 4);
+                                            core_per_process_ ? config_.wait_spin_us
+                                                              : config_.wait_spin_us / 4);
   for (unsigned round = 1;; ++round) {
     progress(channel::reply);
     if (all_done()) return status::ok();
+    if ((round & 3) == 0 && serve_while_waiting()) {
+      spin_until = clock_type::now() + std::chrono::microseconds(config_.wait_spin_us);
+      continue;
+    }
     if (job_.failed()) return job_.failure();
     if ((round & 15) == 0 && clock_type::now() >= spin_until) break;
   }
-  struct asleep_flag {
-    std::atomic<bool>& flag;
-    explicit asleep_flag(std::atomic<bool>& f) : flag(f) { flag.store(true, std::memory_order_relaxed); }
-    ~asleep_flag() { flag.store(false, std::memory_order_relaxed); }
-  } asleep(caller_asleep_);
+  struct asleep_scope {
+    transport& self;
+    explicit asleep_scope(transport& t) : self(t) { self.set_caller_idle(true); }
+    ~asleep_scope() { self.set_caller_idle(false); }
+  } asleep(*this);
   while (true) {
     if (!arm(channel::reply)) {
       progress(channel::reply);

@@ -15,6 +15,13 @@
 // also watches the job's failure fd: a lost peer ends it with a peer_lost
 // status that names the rank.
 //
+// One thread at a time owns the request channel (request_lock_): the
+// service thread, except while it sleeps; then a caller that spins in a
+// wait takes it and serves the requests that arrive, so that a request to a
+// process whose caller is waiting is answered without waking a thread.  On
+// a host with as many processes as cores this keeps a barrier or a lock
+// hand-off from paying a thread wake-up.
+//
 // Messages between two processes may be handled in a different order than
 // they were sent (a rendezvous message is handled when its data is in; the
 // tag path matches each size class separately): a caller that needs an
@@ -31,6 +38,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -114,12 +122,13 @@ class transport {
   virtual std::string describe() const = 0;
   virtual buffer_footprint footprint(int nprocs) const = 0;
 
-  // Starts the service thread; handler runs on it for every request.
+  // Starts the service thread; handler runs on it (or on a waiting caller)
+  // for every request.
   status start(request_handler handler);
   // Stops and joins the service thread.
   void stop();
-  // True on the service thread (handlers run there).
-  static bool on_service_thread();
+  // True on a thread that owns the request channel now (handlers run there).
+  static bool serving_requests();
 
   // Calling thread: sends a request; the reply is matched by the id.
   result<request_id> send_request(int peer, parts payload);
@@ -132,11 +141,14 @@ class transport {
   status wait_replies(std::span<const request_id> ids, std::span<std::vector<std::byte>> replies);
   // Calling thread: waits until every message it sent has left its buffers.
   status flush();
+  // Calling thread: it is about to wait outside the substrate (or is done
+  // with it), so its core is free for the service thread.
+  void set_caller_idle(bool idle);
 
   // Either thread: replies to the origin of a request.
   status reply(const reply_token& to, parts payload);
-  // Service thread, inside the handler: passes the request on to peer with
-  // a new payload; peer replies to the original origin.
+  // Inside a handler: passes the request on to peer with a new payload;
+  // peer replies to the original origin.
   status forward(const incoming_request& request, int peer, parts payload);
 
  protected:
@@ -187,7 +199,6 @@ class transport {
   struct pending_reply {
     request_id id = 0;
     bool done = false;
-    bool to_self = false;  // answered by this process's own service thread
     std::vector<std::byte> payload;
   };
   // Counters of one thread, read (not written) by others.
@@ -208,12 +219,20 @@ class transport {
     counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
   }
 
+  // Serves requests from the calling thread if the service thread is
+  // asleep (the request channel is free); true if it handled any.
+  bool serve_while_waiting();
+
   request_handler handler_;
   std::thread service_;
+  std::mutex request_lock_;  // ownership of the request channel
   std::atomic<bool> stopping_{false};
   // Set while the calling thread sleeps in a wait: its core is free, and
   // the service thread may spin there instead of sleeping.
   std::atomic<bool> caller_asleep_{false};
+  // Set when the service thread has answered its own caller, who needs
+  // the core back.
+  std::atomic<bool> caller_woken_{false};
   // No more processes of this job on this host than cores: a waiting
   // process's core is its own to spin on.
   bool core_per_process_ = true;

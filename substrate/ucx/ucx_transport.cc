@@ -142,7 +142,10 @@ status ucx_transport::initialize() {
     state->which = index == 0 ? channel::request : channel::reply;
     ucp_worker_params_t worker_params{};
     worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
-    worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
+    // The request worker passes between the service thread and a waiting
+    // caller (never both at once, under transport::request_lock_); the
+    // reply worker belongs to the caller alone.
+    worker_params.thread_mode = index == 0 ? UCS_THREAD_MODE_SERIALIZED : UCS_THREAD_MODE_SINGLE;
     worker_params.events = UCP_WAKEUP_RX | UCP_WAKEUP_TAG_RECV | UCP_WAKEUP_TX;
     code = ucp_worker_create(context_, &worker_params, &state->worker);
     if (code != UCS_OK) return ucx_status("ucp_worker_create", code);

@@ -1,8 +1,9 @@
 // ucx_transport.h — the substrate over UCX (UCP).
 //
-// One UCP context, two workers: the request worker (service thread) and the
-// reply worker (calling thread), each UCS_THREAD_MODE_SINGLE and touched by
-// its own thread only.  Every process publishes both worker addresses at
+// One UCP context, two workers: the request worker (owned by the service
+// thread, lent to a waiting caller while the service thread sleeps; mode
+// SERIALIZED) and the reply worker (the calling thread's alone; mode
+// SINGLE).  Every process publishes both worker addresses at
 // start-up; endpoints to a peer's workers are created on first use.
 //
 // Two data paths (TMK_UCX_PATH):
