@@ -20,6 +20,8 @@ const setting_description runtime_table[] = {
      "at the next barrier"},
     {"TMK_MAX_LOCKS", "65536", "number of lock ids (0 .. TMK_MAX_LOCKS-1)"},
     {"TMK_MAX_BARRIERS", "65536", "number of barrier ids (0 .. TMK_MAX_BARRIERS-1)"},
+    {"TMK_PREFETCH_PAGES", "16",
+     "pages validated together on a fault: the faulting page and those after it in the same state"},
     {"TMK_STATS", "", "file that receives every process's statistics as JSON at exit"},
 };
 }  // namespace
@@ -74,6 +76,11 @@ result<runtime_config> runtime_config::from_environment() {
     auto parsed = parse_unsigned("TMK_MAX_BARRIERS", *value, 1, 1u << 30);
     if (!parsed) return parsed.error();
     config.max_barriers = static_cast<std::uint32_t>(*parsed);
+  }
+  if (auto value = setting_value("TMK_PREFETCH_PAGES")) {
+    auto parsed = parse_unsigned("TMK_PREFETCH_PAGES", *value, 1, 1024);
+    if (!parsed) return parsed.error();
+    config.prefetch_pages = static_cast<std::uint32_t>(*parsed);
   }
   if (auto value = setting_value("TMK_STATS")) config.statistics_file = *value;
   return config;

@@ -18,6 +18,7 @@ struct runtime_config {
   std::size_t gc_threshold = std::size_t{64} << 20;
   std::uint32_t max_locks = 65536;
   std::uint32_t max_barriers = 65536;
+  std::uint32_t prefetch_pages = 16;
   std::string statistics_file;
 
   static result<runtime_config> from_environment();

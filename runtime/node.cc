@@ -142,6 +142,10 @@ status node::map_region() {
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (states == MAP_FAILED) return errno_status("page table");
   states_ = static_cast<std::uint8_t*>(states);
+  void* bits = mmap(nullptr, (npages_ + 63) / 64 * 8, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (bits == MAP_FAILED) return errno_status("page table");
+  read_bits_ = static_cast<std::uint64_t*>(bits);
   return status::ok();
 }
 

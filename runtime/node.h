@@ -184,13 +184,16 @@ class node {
   void protect(std::uint32_t page, page_state state);
   void protect_pages(std::vector<std::uint32_t>& pages, page_state state);
   page_extra& extra(std::uint32_t page) { return extras_.at(page); }
+  bool read_before(std::uint32_t page) const {
+    return (read_bits_[page / 64] >> (page % 64)) & 1;
+  }
   writer_progress& progress_of(page_extra& page, int writer);
   void make_writable(std::uint32_t page);
   void seal(std::uint32_t page, page_extra& extra);
   void drop_twin(page_extra& extra);
   void validate(std::uint32_t page, std::unique_lock<std::mutex>& lock);
-  void fetch_whole_page(std::uint32_t page, std::unique_lock<std::mutex>& lock);
-  void fetch_diffs(std::uint32_t page, std::unique_lock<std::mutex>& lock);
+  void fetch_whole_pages(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock);
+  void fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock);
   void handle_diff_request(const incoming_request& request, message_reader& reader);
   void handle_page_request(const incoming_request& request, message_reader& reader);
 
@@ -233,6 +236,7 @@ class node {
 
   std::mutex mutex_;  // everything below
   std::uint8_t* states_ = nullptr;  // per page: state XOR its initial state
+  std::uint64_t* read_bits_ = nullptr;  // per page: faulted on for reading here
   page_table extras_;
   std::vector<std::uint32_t> twinned_;  // pages with a twin
   std::size_t twin_count_ = 0;

@@ -103,6 +103,7 @@ bool node::handle_fault(void* address) {
     case page_state::unfetched:
       // A write to an invalid page faults again once the page is valid.
       counters_.read_faults.fetch_add(1, std::memory_order_relaxed);
+      read_bits_[page / 64] |= std::uint64_t{1} << (page % 64);
       validate(page, lock);
       return true;
   }
@@ -141,133 +142,167 @@ void node::drop_twin(page_extra& entry) {
   --twin_count_;
 }
 
+// Makes page valid, and with it up to TMK_PREFETCH_PAGES-1 pages after it
+// in the same state (never seen, or invalid), whose fetches share the same
+// messages: programs read shared arrays in order, and a fault costs a round
+// trip, a page's diffs only their bytes.
 void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock) {
-  if (state_of(page) == page_state::unfetched) fetch_whole_page(page, lock);
-  fetch_diffs(page, lock);
-  set_state(page, page_state::read_only);
-  protect(page, page_state::read_only);
+  page_state wanted = state_of(page);
+  std::vector<std::uint32_t> batch{page};
+  // An invalid page only if this process has read it before: fetching its
+  // diffs makes the writers seal it, which costs them a fault at their next
+  // write.  (A whole copy from process 0 never seals anything.)
+  for (std::uint32_t next = page + 1;
+       next < npages_ && batch.size() < config_.prefetch_pages && state_of(next) == wanted &&
+       (wanted == page_state::unfetched || read_before(next));
+       ++next)
+    batch.push_back(next);
+  if (wanted == page_state::unfetched) fetch_whole_pages(batch, lock);
+  fetch_diffs(batch, lock);
+  for (std::uint32_t fetched : batch) set_state(fetched, page_state::read_only);
+  protect_pages(batch, page_state::read_only);
 }
 
-// A page never seen here: process 0's copy, with how far that copy has
+// Pages never seen here: process 0's copies, with how far each copy has
 // applied each writer's diffs.
-void node::fetch_whole_page(std::uint32_t page, std::unique_lock<std::mutex>& lock) {
+void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
+                             std::unique_lock<std::mutex>& lock) {
   message_writer request(message_type::page_request);
-  request.put<std::uint32_t>(page);
-  std::string what = "fetching page " + std::to_string(page) + " from process 0";
+  request.put_words(pages);
+  std::string what = "fetching page " + std::to_string(pages.front()) + " from process 0";
   lock.unlock();
   std::vector<std::byte> answer = await(send_request(0, request, what), what);
   lock.lock();
   message_reader reader(answer);
-  auto contents = reader.type() == message_type::page_reply ? reader.get_bytes()
-                                                             : std::span<const std::byte>{};
-  std::uint32_t count = reader.take<std::uint32_t>();
-  if (!reader.ok() || contents.size() != page_size_ || count > static_cast<std::uint32_t>(nprocs_))
-    protocol_failure("malformed page from process 0");
-  memcpy(runtime_page(page), contents.data(), page_size_);
-  page_extra& entry = extra(page);
-  for (std::uint32_t i = 0; i < count; ++i) {
-    std::int32_t writer = reader.take<std::int32_t>();
-    std::uint32_t applied = reader.take<std::uint32_t>();
-    if (!reader.ok() || writer < 0 || writer >= nprocs_) protocol_failure("malformed page versions");
-    if (writer == rank_) continue;
-    writer_progress& progress = progress_of(entry, writer);
-    progress.applied = std::max(progress.applied, applied);
+  if (reader.type() != message_type::page_reply) protocol_failure("malformed page reply");
+  for (std::uint32_t page : pages) {
+    auto contents = reader.get_bytes();
+    std::uint32_t count = reader.take<std::uint32_t>();
+    if (!reader.ok() || contents.size() != page_size_ || count > static_cast<std::uint32_t>(nprocs_))
+      protocol_failure("malformed page from process 0");
+    memcpy(runtime_page(page), contents.data(), page_size_);
+    page_extra& entry = extra(page);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      std::int32_t writer = reader.take<std::int32_t>();
+      std::uint32_t applied = reader.take<std::uint32_t>();
+      if (!reader.ok() || writer < 0 || writer >= nprocs_)
+        protocol_failure("malformed page versions");
+      if (writer == rank_) continue;
+      writer_progress& progress = progress_of(entry, writer);
+      progress.applied = std::max(progress.applied, applied);
+    }
+    set_state(page, page_state::invalid);
   }
-  counters_.page_fetches.fetch_add(1, std::memory_order_relaxed);
-  set_state(page, page_state::invalid);
+  counters_.page_fetches.fetch_add(pages.size(), std::memory_order_relaxed);
 }
 
-// Fetches, from every writer at once, the diffs this page lacks, and
-// applies them in happens-before order: each range at the place of its
-// first interval (a total order consistent with happens-before: the sum of
-// the interval's vector time).
-void node::fetch_diffs(std::uint32_t page, std::unique_lock<std::mutex>& lock) {
-  page_extra& entry = extra(page);
+// Fetches, from every writer at once (one request each, for all the pages),
+// the diffs these pages lack, and applies them in happens-before order:
+// each range at the place of its first interval (the sum of that
+// interval's vector time orders it consistently with happens-before).
+void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock) {
   struct wanted {
-    std::int32_t writer;
+    std::uint32_t page;
     std::uint32_t from;  // exclusive
     std::uint32_t to;
   };
-  std::vector<wanted> asks;
-  for (const auto& progress : entry.writers)
-    if (progress.notified > progress.applied)
-      asks.push_back({progress.writer, progress.applied, progress.notified});
-  if (asks.empty()) return;
+  std::vector<std::vector<wanted>> asks(nprocs_);
+  std::vector<int> writers;
+  for (std::uint32_t page : pages)
+    for (const auto& progress : extra(page).writers)
+      if (progress.notified > progress.applied) {
+        if (asks[progress.writer].empty()) writers.push_back(progress.writer);
+        asks[progress.writer].push_back({page, progress.applied, progress.notified});
+      }
+  if (writers.empty()) return;
 
-  std::string what = "fetching diffs of page " + std::to_string(page);
+  std::string what = "fetching diffs of page " + std::to_string(pages.front());
   lock.unlock();
   std::vector<request_id> ids;
-  for (const auto& ask : asks) {
+  for (int writer : writers) {
     message_writer request(message_type::diff_request);
-    request.put<std::uint32_t>(page);
-    request.put<std::uint32_t>(ask.from);
-    request.put<std::uint32_t>(ask.to);
-    ids.push_back(send_request(ask.writer, request, what));
+    request.put<std::uint32_t>(static_cast<std::uint32_t>(asks[writer].size()));
+    for (const auto& ask : asks[writer]) {
+      request.put<std::uint32_t>(ask.page);
+      request.put<std::uint32_t>(ask.from);
+      request.put<std::uint32_t>(ask.to);
+    }
+    ids.push_back(send_request(writer, request, what));
   }
-  counters_.diff_requests.fetch_add(asks.size(), std::memory_order_relaxed);
+  counters_.diff_requests.fetch_add(writers.size(), std::memory_order_relaxed);
   std::vector<std::vector<std::byte>> replies(ids.size());
   await_all(ids, replies, what);
   lock.lock();
 
   struct received {
+    std::uint32_t page;
     std::uint64_t order;
     std::int32_t writer;
     std::span<const std::byte> bytes;
   };
   std::vector<received> diffs;
-  for (std::size_t i = 0; i < asks.size(); ++i) {
-    message_reader reader(replies[i]);
-    if (reader.type() != message_type::diff_reply) protocol_failure("malformed diff reply");
-    std::uint32_t count = reader.take<std::uint32_t>();
-    std::uint32_t newest = asks[i].to;
-    for (std::uint32_t k = 0; k < count && reader.ok(); ++k) {
-      std::uint32_t first = reader.take<std::uint32_t>();
-      std::uint32_t last = reader.take<std::uint32_t>();
-      auto bytes = reader.get_bytes();
-      if (!reader.ok() || first <= asks[i].from || first > last || !diff_valid(bytes, page_size_))
-        protocol_failure("process " + std::to_string(asks[i].writer) + " sent a bad diff of page " +
-                         std::to_string(page));
-      const interval_record* record = intervals_.find(asks[i].writer, first);
-      std::uint64_t order = record ? vector_time_sum(record->time) : 0;
-      diffs.push_back({order, asks[i].writer, bytes});
-      newest = std::max(newest, last);
+  for (std::size_t w = 0; w < writers.size(); ++w) {
+    int writer = writers[w];
+    message_reader reader(replies[w]);
+    if (reader.type() != message_type::diff_reply ||
+        reader.take<std::uint32_t>() != asks[writer].size())
+      protocol_failure("malformed diff reply from process " + std::to_string(writer));
+    for (const auto& ask : asks[writer]) {
+      std::uint32_t count = reader.take<std::uint32_t>();
+      std::uint32_t newest = ask.to;
+      for (std::uint32_t k = 0; k < count && reader.ok(); ++k) {
+        std::uint32_t first = reader.take<std::uint32_t>();
+        std::uint32_t last = reader.take<std::uint32_t>();
+        auto bytes = reader.get_bytes();
+        if (!reader.ok() || first <= ask.from || first > last || !diff_valid(bytes, page_size_))
+          protocol_failure("process " + std::to_string(writer) + " sent a bad diff of page " +
+                           std::to_string(ask.page));
+        const interval_record* record = intervals_.find(writer, first);
+        diffs.push_back({ask.page, record ? vector_time_sum(record->time) : 0, writer, bytes});
+        newest = std::max(newest, last);
+      }
+      if (!reader.ok()) protocol_failure("malformed diff reply from process " + std::to_string(writer));
+      progress_of(extra(ask.page), writer).applied = newest;
     }
-    if (!reader.ok()) protocol_failure("malformed diff reply");
-    progress_of(entry, asks[i].writer).applied = newest;
   }
   std::stable_sort(diffs.begin(), diffs.end(), [](const received& a, const received& b) {
+    if (a.page != b.page) return a.page < b.page;
     return a.order != b.order ? a.order < b.order : a.writer < b.writer;
   });
-  for (const auto& diff : diffs) diff_apply(runtime_page(page), page_size_, diff.bytes);
+  for (const auto& diff : diffs) diff_apply(runtime_page(diff.page), page_size_, diff.bytes);
   counters_.diffs_applied.fetch_add(diffs.size(), std::memory_order_relaxed);
 }
 
 void node::handle_diff_request(const incoming_request& request, message_reader& reader) {
-  std::uint32_t page = reader.take<std::uint32_t>();
-  std::uint32_t from = reader.take<std::uint32_t>();
-  std::uint32_t to = reader.take<std::uint32_t>();
-  if (!reader.ok() || page >= npages_ || from >= to)
+  std::uint32_t asked = reader.take<std::uint32_t>();
+  if (!reader.ok() || asked == 0 || asked > reader.remaining() / 12)
     return reject(request, "malformed diff request");
   message_writer answer(message_type::diff_reply);
+  answer.put<std::uint32_t>(asked);
   {
     std::lock_guard lock(mutex_);
-    if (to > time_[rank_]) return reject(request, "diffs of intervals not closed yet");
-    page_extra* found = extras_.find(page);
-    std::uint32_t count = 0;
-    std::size_t count_offset = answer.size();
-    answer.reserve(sizeof count);
-    if (found != nullptr) {
-      page_extra& entry = *found;
-      if (entry.twin != nullptr && entry.twin_start <= to) seal(page, entry);
-      for (const auto& diff : entry.diffs)
-        if (diff.last > from && diff.first <= to) {
-          answer.put<std::uint32_t>(diff.first);
-          answer.put<std::uint32_t>(diff.last);
-          answer.put_bytes(diff.bytes);
-          ++count;
-        }
+    for (std::uint32_t i = 0; i < asked; ++i) {
+      std::uint32_t page = reader.take<std::uint32_t>();
+      std::uint32_t from = reader.take<std::uint32_t>();
+      std::uint32_t to = reader.take<std::uint32_t>();
+      if (!reader.ok() || page >= npages_ || from >= to)
+        return reject(request, "malformed diff request");
+      if (to > time_[rank_]) return reject(request, "diffs of intervals not closed yet");
+      std::uint32_t count = 0;
+      std::size_t count_offset = answer.size();
+      answer.reserve(sizeof count);
+      if (page_extra* entry = extras_.find(page)) {
+        if (entry->twin != nullptr && entry->twin_start <= to) seal(page, *entry);
+        for (const auto& diff : entry->diffs)
+          if (diff.last > from && diff.first <= to) {
+            answer.put<std::uint32_t>(diff.first);
+            answer.put<std::uint32_t>(diff.last);
+            answer.put_bytes(diff.bytes);
+            ++count;
+          }
+      }
+      memcpy(answer.buffer().data() + count_offset, &count, sizeof count);
     }
-    memcpy(answer.buffer().data() + count_offset, &count, sizeof count);
   }
   reply(request.token(), answer);
 }
@@ -276,30 +311,41 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
 // closed interval; the twin itself if it holds only writes of the open
 // interval (which no one may see yet).
 void node::handle_page_request(const incoming_request& request, message_reader& reader) {
-  std::uint32_t page = reader.take<std::uint32_t>();
-  if (!reader.ok() || page >= npages_ || rank_ != 0) return reject(request, "malformed page request");
+  std::vector<std::uint32_t> pages;
+  if (!reader.get_words(pages, 1024) || pages.empty() || rank_ != 0)
+    return reject(request, "malformed page request");
   message_writer answer(message_type::page_reply);
   {
     std::lock_guard lock(mutex_);
-    const std::byte* contents = runtime_page(page);
-    page_extra* found = extras_.find(page);
-    if (found != nullptr && found->twin != nullptr) {
-      if (found->twin_start <= time_[rank_])
-        seal(page, *found);
-      else
-        contents = found->twin;
-    }
-    answer.put_bytes({contents, page_size_});
-    std::uint32_t count = 1;
-    if (found != nullptr) count += static_cast<std::uint32_t>(found->writers.size());
-    answer.put<std::uint32_t>(count);
-    answer.put<std::int32_t>(rank_);
-    answer.put<std::uint32_t>(time_[rank_]);
-    if (found != nullptr)
-      for (const auto& progress : found->writers) {
-        answer.put<std::int32_t>(progress.writer);
-        answer.put<std::uint32_t>(progress.applied);
+    for (std::uint32_t page : pages) {
+      if (page >= npages_) return reject(request, "page out of range");
+      // The copy holds this process's writes up to own_version.  A twinned
+      // page is sealed for the page the requester faulted on (the first);
+      // for the others the twin itself is served, as of before the writes
+      // it guards, so that prefetching never seals.
+      const std::byte* contents = runtime_page(page);
+      std::uint32_t own_version = time_[rank_];
+      page_extra* found = extras_.find(page);
+      if (found != nullptr && found->twin != nullptr) {
+        if (page == pages.front() && found->twin_start <= time_[rank_]) {
+          seal(page, *found);
+        } else {
+          contents = found->twin;
+          own_version = found->twin_start - 1;
+        }
       }
+      answer.put_bytes({contents, page_size_});
+      std::uint32_t count = 1;
+      if (found != nullptr) count += static_cast<std::uint32_t>(found->writers.size());
+      answer.put<std::uint32_t>(count);
+      answer.put<std::int32_t>(rank_);
+      answer.put<std::uint32_t>(own_version);
+      if (found != nullptr)
+        for (const auto& progress : found->writers) {
+          answer.put<std::int32_t>(progress.writer);
+          answer.put<std::uint32_t>(progress.applied);
+        }
+    }
   }
   reply(request.token(), answer);
 }
