@@ -76,6 +76,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
     for (auto& record : records)
       if (!intervals_.add(std::move(record)))
         return reject(request, "barrier arrival with a gap in its intervals");
+
     auto& slot = barriers_[id];
     if (!slot) {
       slot = std::make_unique<barrier_episode>();
@@ -96,6 +97,12 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
     if (episode.count == nprocs_) {
       vector_time newest(nprocs_, 0);
       for (const auto& arrived : episode.times) vector_time_merge(newest, arrived);
+      // Every process has sent its own intervals: nobody may know more.
+      for (int process = 0; process < nprocs_; ++process)
+        for (int q = 0; q < nprocs_; ++q)
+          if (episode.times[process][q] > intervals_.known(q))
+            job_.fatal("Tmk_barrier: protocol error: process " + std::to_string(process) +
+                       " claims intervals of process " + std::to_string(q) + " that it never sent");
       for (int process = 0; process < nprocs_; ++process) {
         message_writer departure(message_type::barrier_depart);
         departure.put<std::uint8_t>(episode.collect && !episode.collection_phase ? 1 : 0);

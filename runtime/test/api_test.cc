@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <thread>
 #include <string>
 #include <tuple>
 
@@ -116,6 +117,75 @@ INSTANTIATE_TEST_SUITE_P(all, api_misuse,
                              if (c == '-') c = '_';
                            return name;
                          });
+
+struct loss_case {
+  const char* scenario;
+  int nprocs;
+  int lost;
+  const char* during;  // what a survivor was doing, as it reports
+};
+
+class api_loss : public ::testing::TestWithParam<std::tuple<loss_case, std::string>> {};
+
+// A process lost in the middle of a lock acquire, a barrier or a page
+// fetch: every other process says which one was lost and exits non-zero
+// within 10 s, and no process is left behind.
+TEST_P(api_loss, every_survivor_reports_it_and_stops) {
+  auto [which, substrate] = GetParam();
+  program_result result = run_worker(which.scenario, which.nprocs, substrate, {},
+                                     {{"TMK_PEER_TIMEOUT", "2"}});
+  EXPECT_NE(result.exit_code, 0) << describe(result);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_LT(result.seconds, 10.0) << describe(result);
+  EXPECT_FALSE(result.stragglers) << "processes outlived the job";
+  EXPECT_EQ(result.err.find("went on after the loss"), std::string::npos) << describe(result);
+  for (int rank = 0; rank < which.nprocs; ++rank) {
+    if (rank == which.lost) continue;
+    EXPECT_NE(result.err.find("tmk[" + std::to_string(rank) + "]: lost process " +
+                              std::to_string(which.lost)),
+              std::string::npos)
+        << "process " << rank << " did not report the loss\n" << describe(result);
+  }
+  EXPECT_NE(result.err.find(which.during), std::string::npos) << describe(result);
+}
+
+const loss_case loss_cases[] = {
+    {"die-holding-lock", 3, 1, "during Tmk_lock_acquire(7)"},
+    {"die-in-barrier", 3, 2, "during Tmk_barrier(1)"},
+    {"die-in-barrier", 8, 7, "during Tmk_barrier(1)"},
+    {"die-before-fetch", 3, 1, "lost process 1: it died (killed by signal 9"},
+    {"stop-in-barrier", 3, 2, "sent no sign of life for 2"},
+    {"die-rank0", 3, 0, "during Tmk_barrier(1)"},
+};
+
+INSTANTIATE_TEST_SUITE_P(all, api_loss,
+                         ::testing::Combine(::testing::ValuesIn(loss_cases),
+                                            ::testing::Values("ucx", "sockets")),
+                         [](const ::testing::TestParamInfo<std::tuple<loss_case, std::string>>& info) {
+                           std::string name = std::string(std::get<0>(info.param).scenario) + "_" +
+                                              std::to_string(std::get<0>(info.param).nprocs) +
+                                              "procs_" + std::get<1>(info.param);
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+TEST(api_memory, resident_memory_stays_flat_over_many_intervals) {
+  program_result result = run_worker("memory", 3, "ucx", {"-i", "6000"}, {{"TMK_GC_THRESHOLD", "1M"}});
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  EXPECT_NE(result.out.find("memory: passed"), std::string::npos) << describe(result);
+}
+
+TEST(api_isolation, two_jobs_at_once_do_not_interfere) {
+  program_result first, second;
+  std::thread other([&] { second = run_worker("stress", 3, "ucx", {"-i", "300", "-x", "5"}); });
+  first = run_worker("stress", 3, "ucx", {"-i", "300", "-x", "6"});
+  other.join();
+  EXPECT_EQ(first.exit_code, 0) << describe(first);
+  EXPECT_EQ(second.exit_code, 0) << describe(second);
+  EXPECT_NE(first.out.find("stress: passed"), std::string::npos);
+  EXPECT_NE(second.out.find("stress: passed"), std::string::npos);
+}
 
 TEST(api_misuse_more, mismatched_barrier_ids_are_reported) {
   program_result result = run_worker("mismatched-barriers", 3, "ucx");

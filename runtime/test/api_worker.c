@@ -8,8 +8,10 @@
  * A scenario checks its own results; process 0 prints "SCENARIO: passed"
  * when every process succeeded, and the job's exit status says the same.
  */
+#define _DEFAULT_SOURCE
 #include <Tmk.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,6 +348,89 @@ static void stress(void) {
   finish("stress");
 }
 
+/* A process lost in the middle of the job: the others must report it and
+ * stop.  "die-holding-lock": process 1 dies holding a lock process 2 waits
+ * for; "die-in-barrier": the last process dies while the others wait at a
+ * barrier; "die-before-fetch": process 1 dies after writing pages the
+ * others then read; "stop-in-barrier": the last process stops (SIGSTOP)
+ * while the others wait; "die-rank0": process 0 dies while the others wait. */
+static void lost_process(const char *what) {
+  unsigned last = Tmk_nprocs - 1;
+  int i;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc(16 * PAGE_WORDS * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  if (strcmp(what, "die-holding-lock") == 0) {
+    if (Tmk_proc_id == 1) Tmk_lock_acquire(7);
+    Tmk_barrier(1);
+    if (Tmk_proc_id == 1) {
+      usleep(300000);
+      kill(getpid(), SIGKILL);
+    }
+    if (Tmk_proc_id == 2) Tmk_lock_acquire(7);
+    Tmk_barrier(2);
+  } else if (strcmp(what, "die-in-barrier") == 0 || strcmp(what, "stop-in-barrier") == 0 ||
+             strcmp(what, "die-rank0") == 0) {
+    unsigned victim = strcmp(what, "die-rank0") == 0 ? 0 : last;
+    if (Tmk_proc_id == victim) {
+      usleep(300000);
+      kill(getpid(), strcmp(what, "stop-in-barrier") == 0 ? SIGSTOP : SIGKILL);
+    }
+    Tmk_barrier(1);
+  } else if (strcmp(what, "die-before-fetch") == 0) {
+    if (Tmk_proc_id == 1)
+      for (i = 0; i < 16 * PAGE_WORDS; i++) shared_ints[i] = i;
+    Tmk_barrier(1);
+    if (Tmk_proc_id == 1) kill(getpid(), SIGKILL);
+    usleep(100000);
+    for (i = 0; i < 16 * PAGE_WORDS; i += PAGE_WORDS) check(shared_ints[i] == i, "a word", shared_ints[i], i);
+    Tmk_barrier(2);
+  }
+  fprintf(stderr, "process %u: %s went on after the loss\n", Tmk_proc_id, what);
+  Tmk_exit(4);
+}
+
+/* Resident memory stays flat over many thousands of intervals: every
+ * process updates a shared array under locks, with a barrier every few
+ * rounds (where garbage is collected). */
+static void memory(void) {
+  int round, i, n = 32 * PAGE_WORDS;
+  long early = 0, late = 0;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc(n * sizeof(int));
+    memset(shared_ints, 0, n * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (round = 1; round <= iterations; round++) {
+    int slot = (int)((round * 7919u + Tmk_proc_id * 104729u) % (unsigned)(n / 64)) * 64;
+    Tmk_lock_acquire(slot % 32);
+    for (i = 0; i < 64; i++) shared_ints[slot + i] += 1;
+    Tmk_lock_release(slot % 32);
+    if (round % 8 == 0) Tmk_barrier(1);
+    if (round == iterations / 4 || round == iterations) {
+      long pages = 0, resident = 0;
+      FILE *statm = fopen("/proc/self/statm", "r");
+      if (statm && fscanf(statm, "%ld %ld", &pages, &resident) == 2) {
+        if (round == iterations) late = resident * (sysconf(_SC_PAGESIZE) / 1024);
+        else early = resident * (sysconf(_SC_PAGESIZE) / 1024);
+      }
+      if (statm) fclose(statm);
+    }
+  }
+  Tmk_barrier(2);
+  {
+    long total = 0;
+    for (i = 0; i < n; i++) total += shared_ints[i];
+    check(total == 64L * iterations * Tmk_nprocs, "the sum of all updates", total, 64L * iterations * Tmk_nprocs);
+  }
+  if (Tmk_proc_id == 0) printf("resident: %ld kB after a quarter, %ld kB at the end\n", early, late);
+  check(late <= early + 8192, "resident kB at the end against a quarter of the way (+8 MB)", late, early);
+  finish("memory");
+}
+
 /* Misuse: each stops the whole job with a message naming the call. */
 static void misuse(const char *what) {
   static int private_variable;
@@ -408,6 +493,8 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "allocation") == 0) allocation();
   else if (strcmp(scenario, "garbage") == 0) garbage();
   else if (strcmp(scenario, "stress") == 0) stress();
+  else if (strcmp(scenario, "memory") == 0) memory();
+  else if (strncmp(scenario, "die-", 4) == 0 || strncmp(scenario, "stop-", 5) == 0) lost_process(scenario);
   else misuse(scenario);
   return 0;
 }
