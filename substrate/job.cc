@@ -187,6 +187,8 @@ result<std::unique_ptr<job>> job::start(const launch_config& config, int nprocs_
     int nprocs = nprocs_option != 0 ? nprocs_option : (config.nprocs != 0 ? config.nprocs : 1);
     launch_mode mode = nprocs == 1 ? launch_mode::single : launch_mode::fork;
     started.reset(new job(config, mode, 0, nprocs));
+    // Made before the fork, so every process of the job has it.
+    if (started->config_.secret.empty()) started->config_.secret = random_secret();
     current_job = started.get();
     log_set_rank(0);
     outcome = mode == launch_mode::fork ? started->start_fork(nprocs) : status::ok();

@@ -60,6 +60,10 @@ class job {
   const launch_config& config() const { return config_; }
   // Processes of this job on this host (as far as the launch tells).
   int local_processes() const;
+  // A secret every process of this job knows (made at start-up, or
+  // TMK_JOB_SECRET for processes started by hand): connections made after
+  // start-up present it.
+  const std::string& secret() const { return config_.secret; }
 
   // Start-up exchange: every process contributes one blob and receives all
   // of them, indexed by rank.  Fails (naming the missing ranks) if a process

@@ -25,6 +25,7 @@ namespace {
 struct hello_message {
   std::uint32_t magic;
   std::int32_t rank;
+  std::uint32_t secret_length;  // followed by the job's secret
 };
 constexpr std::uint32_t hello_magic = 0x544d4b53;  // "TMKS"
 
@@ -99,8 +100,9 @@ status sockets_transport::connect_mesh() {
     if (fd < 0)
       return status(status_code::peer_lost,
                     "cannot connect to process " + std::to_string(peer) + failures, peer);
-    hello_message hello{hello_magic, rank_};
+    hello_message hello{hello_magic, rank_, static_cast<std::uint32_t>(job_.secret().size())};
     status sent = send_all(fd, &hello, sizeof hello);
+    if (sent) sent = send_all(fd, job_.secret().data(), job_.secret().size());
     if (!sent) return sent.context("hello to process " + std::to_string(peer));
     outbound_[peer] = std::make_unique<connection>();
     outbound_[peer]->fd = fd;
@@ -109,10 +111,18 @@ status sockets_transport::connect_mesh() {
   for (int accepted_count = 0; accepted_count < size_;) {
     auto accepted = accept_until(listen_fd_, deadline);
     if (!accepted) return status(accepted.error()).context("accepting connections");
+    // A connection must name a rank not yet connected and present the
+    // job's secret; anything else is turned away.
     hello_message hello{};
-    status got = recv_all(*accepted, &hello, sizeof hello, deadline);
+    std::string secret;
+    auto hello_deadline = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    status got = recv_all(*accepted, &hello, sizeof hello, hello_deadline);
+    if (got && hello.magic == hello_magic && hello.secret_length == job_.secret().size()) {
+      secret.resize(hello.secret_length);
+      got = recv_all(*accepted, secret.data(), secret.size(), hello_deadline);
+    }
     if (!got || hello.magic != hello_magic || hello.rank < 0 || hello.rank >= size_ ||
-        inbound_[hello.rank]) {
+        inbound_[hello.rank] || secret != job_.secret()) {
       TMK_LOG(warn, "rejected a connection that is not from a process of this job");
       close(*accepted);
       continue;

@@ -1,0 +1,73 @@
+// fuzz_messages — libFuzzer target for what the runtime reads from the
+// network: message fields, interval records with their write notices, and
+// diffs applied to a page.  Whatever the bytes, decoding must either
+// succeed with values in range or report failure, and a refused diff must
+// leave the page untouched.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "diff.h"
+#include "interval.h"
+#include "message.h"
+
+namespace {
+constexpr int nprocs = 5;
+constexpr std::uint32_t npages = 4096;
+constexpr std::size_t page_size = 4096;
+
+void require(bool condition) {
+  if (!condition) abort();
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data) + 1, size - 1);
+  switch (data[0] % 3) {
+    case 0: {  // intervals and write notices, as in grants and departures
+      tmk::message_reader reader(bytes);
+      std::vector<tmk::interval_record> records;
+      if (tmk::intervals_decode(reader, nprocs, npages, records)) {
+        tmk::interval_store store(nprocs);
+        for (auto& record : records) {
+          require(record.owner >= 0 && record.owner < nprocs);
+          require(record.time.size() == nprocs && record.time[record.owner] == record.index);
+          for (std::uint32_t page : record.pages) require(page < npages);
+          store.add(record);
+        }
+        tmk::message_writer writer(tmk::message_type::lock_grant);
+        tmk::vector_time none(nprocs, 0), upto(nprocs, 0);
+        for (int q = 0; q < nprocs; ++q) upto[q] = store.known(q);
+        require(store.encode(writer, none, upto));
+      }
+      break;
+    }
+    case 1: {  // a diff applied to a page
+      std::vector<std::byte> page(page_size, std::byte{0x5a}), before = page;
+      bool valid = tmk::diff_valid(bytes, page_size);
+      require(tmk::diff_apply(page.data(), page_size, bytes) == valid);
+      if (!valid) require(page == before);
+      break;
+    }
+    default: {  // message fields: every read is bounds-checked
+      tmk::message_reader reader(bytes);
+      reader.type();
+      while (reader.ok() && reader.remaining() > 0) {
+        std::uint8_t kind = reader.take<std::uint8_t>();
+        if (kind % 3 == 0) reader.get_bytes();
+        else if (kind % 3 == 1) {
+          std::vector<std::uint32_t> words;
+          reader.get_words(words, 1024);
+          require(!reader.ok() || words.size() <= 1024);
+        } else {
+          reader.take<std::uint64_t>();
+        }
+      }
+      break;
+    }
+  }
+  return 0;
+}
