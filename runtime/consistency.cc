@@ -19,8 +19,11 @@ void node::close_interval() {
   }
   twinned_.resize(kept);
   if (twinned_.empty()) return;
-  std::sort(twinned_.begin(), twinned_.end());
-  twinned_.erase(std::unique(twinned_.begin(), twinned_.end()), twinned_.end());
+  if (!twinned_sorted_) {
+    std::sort(twinned_.begin(), twinned_.end());
+    twinned_.erase(std::unique(twinned_.begin(), twinned_.end()), twinned_.end());
+    twinned_sorted_ = true;
+  }
   ++time_[rank_];
   interval_record record{rank_, time_[rank_], time_, twinned_};
   intervals_.add(std::move(record));

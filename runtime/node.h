@@ -85,7 +85,10 @@ class page_table {
   explicit page_table(std::uint32_t npages) : chunks_((npages + chunk_pages - 1) / chunk_pages) {}
   page_extra& at(std::uint32_t page) {
     auto& chunk = chunks_[page >> chunk_bits];
-    if (!chunk) chunk = std::make_unique<page_extra[]>(chunk_pages);
+    if (!chunk) {
+      chunk = std::make_unique<page_extra[]>(chunk_pages);
+      ++chunks_in_use_;
+    }
     return chunk[page & (chunk_pages - 1)];
   }
   page_extra* find(std::uint32_t page) {
@@ -102,15 +105,13 @@ class page_table {
   }
   void clear() {
     for (auto& chunk : chunks_) chunk.reset();
+    chunks_in_use_ = 0;
   }
-  std::size_t bytes() const {
-    std::size_t in_use = 0;
-    for (const auto& chunk : chunks_) in_use += chunk ? chunk_pages * sizeof(page_extra) : 0;
-    return in_use;
-  }
+  std::size_t bytes() const { return chunks_in_use_ * chunk_pages * sizeof(page_extra); }
 
  private:
   std::vector<std::unique_ptr<page_extra[]>> chunks_;
+  std::size_t chunks_in_use_ = 0;
 };
 
 // Counters behind Tmk_stat; the service thread updates some of them.
@@ -192,7 +193,9 @@ class node {
   void seal(std::uint32_t page, page_extra& extra);
   void drop_twin(page_extra& extra);
   void validate(std::uint32_t page, std::unique_lock<std::mutex>& lock);
-  void fetch_whole_pages(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock);
+  // Returns the pages process 0 left out (still unfetched), in order.
+  std::vector<std::uint32_t> fetch_whole_pages(const std::vector<std::uint32_t>& pages,
+                                               std::unique_lock<std::mutex>& lock);
   void fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock);
   void handle_diff_request(const incoming_request& request, message_reader& reader);
   void handle_page_request(const incoming_request& request, message_reader& reader);
@@ -238,7 +241,8 @@ class node {
   std::uint8_t* states_ = nullptr;  // per page: state XOR its initial state
   std::uint64_t* read_bits_ = nullptr;  // per page: faulted on for reading here
   page_table extras_;
-  std::vector<std::uint32_t> twinned_;  // pages with a twin
+  std::vector<std::uint32_t> twinned_;  // pages with a twin (maybe stale entries)
+  bool twinned_sorted_ = true;
   std::size_t twin_count_ = 0;
   std::size_t diff_bytes_ = 0;
   vector_time time_;  // intervals incorporated, per process

@@ -116,6 +116,7 @@ void node::make_writable(std::uint32_t page) {
   if (entry.twin == nullptr) job_.fatal("out of memory for a twin page");
   memcpy(entry.twin, runtime_page(page), page_size_);
   entry.twin_start = time_[rank_] + 1;
+  if (!twinned_.empty() && twinned_.back() >= page) twinned_sorted_ = false;
   twinned_.push_back(page);
   ++twin_count_;
   counters_.twins.fetch_add(1, std::memory_order_relaxed);
@@ -157,7 +158,13 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock) {
        (wanted == page_state::unfetched || read_before(next));
        ++next)
     batch.push_back(next);
-  if (wanted == page_state::unfetched) fetch_whole_pages(batch, lock);
+  if (wanted == page_state::unfetched) {
+    // Pages process 0 could not copy without sealing stay unfetched.
+    std::vector<std::uint32_t> left_out = fetch_whole_pages(batch, lock);
+    std::erase_if(batch, [&](std::uint32_t candidate) {
+      return std::binary_search(left_out.begin(), left_out.end(), candidate);
+    });
+  }
   fetch_diffs(batch, lock);
   for (std::uint32_t fetched : batch) set_state(fetched, page_state::read_only);
   protect_pages(batch, page_state::read_only);
@@ -165,8 +172,8 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock) {
 
 // Pages never seen here: process 0's copies, with how far each copy has
 // applied each writer's diffs.
-void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
-                             std::unique_lock<std::mutex>& lock) {
+std::vector<std::uint32_t> node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
+                                                   std::unique_lock<std::mutex>& lock) {
   message_writer request(message_type::page_request);
   request.put_words(pages);
   std::string what = "fetching page " + std::to_string(pages.front()) + " from process 0";
@@ -175,7 +182,12 @@ void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
   lock.lock();
   message_reader reader(answer);
   if (reader.type() != message_type::page_reply) protocol_failure("malformed page reply");
+  std::vector<std::uint32_t> left_out;
   for (std::uint32_t page : pages) {
+    if (reader.take<std::uint8_t>() == 0) {
+      left_out.push_back(page);
+      continue;
+    }
     auto contents = reader.get_bytes();
     std::uint32_t count = reader.take<std::uint32_t>();
     if (!reader.ok() || contents.size() != page_size_ || count > static_cast<std::uint32_t>(nprocs_))
@@ -193,7 +205,11 @@ void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
     }
     set_state(page, page_state::invalid);
   }
-  counters_.page_fetches.fetch_add(pages.size(), std::memory_order_relaxed);
+  if (!reader.ok()) protocol_failure("malformed page reply");
+  if (left_out.size() == pages.size() || (!left_out.empty() && left_out.front() == pages.front()))
+    protocol_failure("process 0 left out the page asked for");
+  counters_.page_fetches.fetch_add(pages.size() - left_out.size(), std::memory_order_relaxed);
+  return left_out;
 }
 
 // Fetches, from every writer at once (one request each, for all the pages),
@@ -319,21 +335,28 @@ void node::handle_page_request(const incoming_request& request, message_reader& 
     std::lock_guard lock(mutex_);
     for (std::uint32_t page : pages) {
       if (page >= npages_) return reject(request, "page out of range");
-      // The copy holds this process's writes up to own_version.  A twinned
-      // page is sealed for the page the requester faulted on (the first);
-      // for the others the twin itself is served, as of before the writes
-      // it guards, so that prefetching never seals.
+      // The copy holds this process's writes up to own_version.  A page
+      // twinned in the open interval is served as its twin (its writes are
+      // nobody's yet).  A page twinned since a closed interval is sealed if
+      // the requester faulted on it (the first), and left out otherwise, so
+      // that prefetching never seals — and so that no copy ever lacks
+      // writes of a closed interval without saying so (garbage collection
+      // drops twins without diffs).
       const std::byte* contents = runtime_page(page);
       std::uint32_t own_version = time_[rank_];
       page_extra* found = extras_.find(page);
       if (found != nullptr && found->twin != nullptr) {
-        if (page == pages.front() && found->twin_start <= time_[rank_]) {
-          seal(page, *found);
-        } else {
+        if (found->twin_start > time_[rank_]) {
           contents = found->twin;
           own_version = found->twin_start - 1;
+        } else if (page == pages.front()) {
+          seal(page, *found);
+        } else {
+          answer.put<std::uint8_t>(0);
+          continue;
         }
       }
+      answer.put<std::uint8_t>(1);
       answer.put_bytes({contents, page_size_});
       std::uint32_t count = 1;
       if (found != nullptr) count += static_cast<std::uint32_t>(found->writers.size());
