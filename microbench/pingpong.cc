@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
+#include "substrate_config.h"
 #include "job.h"
 #include "log.h"
 #include "transport.h"

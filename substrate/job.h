@@ -33,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "config.h"
+#include "substrate_config.h"
 #include "net.h"
 #include "status.h"
 

@@ -1,4 +1,4 @@
-#include "config.h"
+#include "substrate_config.h"
 
 #include "settings.h"
 

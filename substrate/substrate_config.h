@@ -1,5 +1,5 @@
-// config.h — the substrate's immutable configuration, read once from the
-// TMK_* environment (see settings.cc for the table and defaults).
+// substrate_config.h — the substrate's immutable configuration, read once from
+// the TMK_* environment (see settings.cc for the table and defaults).
 #pragma once
 
 #include <cstddef>

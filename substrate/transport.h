@@ -44,7 +44,7 @@
 #include <thread>
 #include <vector>
 
-#include "config.h"
+#include "substrate_config.h"
 #include "job.h"
 #include "status.h"
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include "config.h"
+#include "substrate_config.h"
 #include "settings.h"
 
 namespace {

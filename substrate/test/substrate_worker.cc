@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "config.h"
+#include "substrate_config.h"
 #include "job.h"
 #include "log.h"
 #include "transport.h"
