@@ -39,6 +39,19 @@ for i in 0 1 2; do
   echo "$host slots=1" >> "$work/hostfile"
 done
 
+# Links take a moment to come up; wait (at most 10 s) until every port of
+# the bridge forwards, so that the first launch does not race them.
+for attempt in $(seq 1 100); do
+  ready=1
+  for i in 0 1 2; do
+    state=$(cat "/sys/class/net/tv$tag-$i/brport/state" 2>/dev/null || echo 0)
+    [ "$state" = 3 ] || ready=0  # 3: forwarding
+  done
+  [ "$(cat "/sys/class/net/$bridge/operstate")" = up ] || ready=0
+  [ $ready = 1 ] && break
+  sleep 0.1
+done
+
 # The launch agent: what ssh would be to a real cluster.
 cat > "$work/agent" <<AGENT
 #!/bin/sh
@@ -57,12 +70,18 @@ run() {
   local name=$1; shift
   local before after output
   before=$(bytes_between)
-  rm -f "$work/launched"
-  output=$(PMIX_MCA_gds=hash timeout 120 mpirun --allow-run-as-root --hostfile "$work/hostfile" -np 3 \
-    --mca plm_rsh_agent "$work/agent" --mca oob_tcp_if_include "${net}0/24" \
-    --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "${net}0/24" \
-    -x PMIX_MCA_gds=hash -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=tmk0 \
-    "$@" 2>&1) || true
+  # Open MPI's daemons now and then fail to call mpirun back over the fresh
+  # veth links; that is the launcher's start-up, not the program: try again.
+  for attempt in 1 2 3; do
+    rm -f "$work/launched"
+    output=$(PMIX_MCA_gds=hash timeout 120 mpirun --allow-run-as-root --hostfile "$work/hostfile" -np 3 \
+      --mca plm_rsh_agent "$work/agent" --mca oob_tcp_if_include "${net}0/24" --mca routed direct \
+      --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "${net}0/24" \
+      -x PMIX_MCA_gds=hash -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=tmk0 \
+      "$@" 2>&1) || true
+    grep -q "connection back to mpirun\|does not know how to route" <<<"$output" || break
+    echo "multihost: $name: the launcher's daemons did not connect (attempt $attempt)"
+  done
   after=$(bytes_between)
   local namespaces
   namespaces=$(sort -u "$work/launched" 2>/dev/null | wc -l)
