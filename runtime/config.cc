@@ -12,7 +12,7 @@ namespace tmk {
 namespace {
 const setting_description runtime_table[] = {
     {"TMK_PAGE_SIZE", "4096", "coherence unit in bytes: a multiple of the system page, at most 256K"},
-    {"TMK_SHARED_BASE", "0x600000000000",
+    {"TMK_SHARED_BASE", TMK_DEFAULT_SHARED_BASE,
      "address of the shared region, the same in every process"},
     {"TMK_SHARED_SIZE", "64G", "size of the shared region (reserved, not committed)"},
     {"TMK_GC_THRESHOLD", "64M",
@@ -48,7 +48,7 @@ result<runtime_config> runtime_config::from_environment() {
         base % config.page_size != 0 || base >= (1ull << 47))
       return status(status_code::invalid_argument,
                     "TMK_SHARED_BASE=" + *value +
-                        ": expected a page-aligned user-space address such as 0x600000000000");
+                        ": expected a page-aligned user-space address such as " TMK_DEFAULT_SHARED_BASE);
     config.shared_base = base;
   }
   if (auto value = setting_value("TMK_SHARED_SIZE")) {

@@ -11,9 +11,20 @@
 
 namespace tmk {
 
+// The shared region's default address: free in an ordinary process and
+// outside AddressSanitizer's shadow and allocator; ThreadSanitizer allows
+// fixed mappings only in its application ranges.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr std::uint64_t default_shared_base = 0x7e8000000000ull;
+#define TMK_DEFAULT_SHARED_BASE "0x7e8000000000"
+#else
+inline constexpr std::uint64_t default_shared_base = 0x500000000000ull;
+#define TMK_DEFAULT_SHARED_BASE "0x500000000000"
+#endif
+
 struct runtime_config {
   std::size_t page_size = 4096;
-  std::uint64_t shared_base = 0x600000000000ull;
+  std::uint64_t shared_base = default_shared_base;
   std::uint64_t shared_size = std::uint64_t{64} << 30;
   std::size_t gc_threshold = std::size_t{64} << 20;
   std::uint32_t max_locks = 65536;

@@ -10,7 +10,8 @@ build_dir=${BUILD_DIR:-$root/build}
 build_type=${CMAKE_BUILD_TYPE:-RelWithDebInfo}
 
 packages=(cmake g++ make pkg-config libucx-dev ucx-utils libsigsegv-dev libopenmpi-dev
-          openmpi-bin libgtest-dev libbenchmark-dev python3-matplotlib iproute2 procps)
+          openmpi-bin libgtest-dev libbenchmark-dev python3-matplotlib iproute2 procps
+          util-linux clang libclang-rt-14-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||

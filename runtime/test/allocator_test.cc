@@ -12,7 +12,7 @@ namespace {
 
 using tmk::shared_allocator;
 
-constexpr std::uint64_t base = 0x600000000000ull;
+constexpr std::uint64_t base = 0x500000000000ull;
 
 TEST(allocator, blocks_are_aligned_and_disjoint) {
   shared_allocator heap(base, 1 << 24, 4096);

@@ -624,7 +624,7 @@ void ucx_transport::handle_tag_message(worker_state& worker, preposted* slot, st
     return;
   }
   if (auto* destination = reply_destination(header, payload.size())) {
-    memcpy(destination->data(), payload.data(), payload.size());
+    if (!payload.empty()) memcpy(destination->data(), payload.data(), payload.size());
     reply_complete(header);
   }
   repost(slot);
