@@ -1,0 +1,88 @@
+/*
+ * lock — the time of one Tmk_lock_acquire that needs messages (the Lock
+ * microbenchmark of the TreadMarks distribution), in two cases:
+ *
+ *   direct    the lock was last released by its manager: process 0, which
+ *             manages lock 0, takes and releases it, then process 1
+ *             acquires it (a request to the manager, which grants it)
+ *   indirect  the lock was last released by a third process: process 2
+ *             takes and releases it, then process 1 acquires it (a request
+ *             to the manager, process 0, which forwards it to process 2,
+ *             which grants it); needs at least 3 processes
+ *
+ * A process that released a lock last takes it again with no message, so
+ * the holders alternate: in each iteration the releaser takes the lock
+ * back and releases it, all meet at a barrier, process 1 acquires (timed)
+ * and releases, and all meet again.  Only the acquire is timed; process 1
+ * checks with its statistics that every timed acquire was remote.  Other
+ * processes only pass the barriers.
+ *
+ * Usage: lock [-c direct|indirect] [-i ITERATIONS] [-r RUNS] [--csv]
+ *             [-- -n NPROCS]
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "microbench.h"
+
+enum { LOCK_ID = 0 };  /* managed by process 0 (id % nprocs) */
+
+static const char *const cases[] = {"direct", "indirect", NULL};
+
+/* Runs iterations rounds; returns process 1's time in acquires, in us.
+ * The barriers order the two holders: the releaser has released before
+ * process 1 asks, and process 1 has released before the releaser asks
+ * again: neither waits for the other's release, and neither still holds
+ * the token when it asks. */
+static double alternate(unsigned releaser, int iterations)
+{
+  double acquiring = 0;
+  for (int i = 0; i < iterations; i++) {
+    if (Tmk_proc_id == releaser) {
+      Tmk_lock_acquire(LOCK_ID);
+      Tmk_lock_release(LOCK_ID);
+    }
+    Tmk_barrier(1);
+    if (Tmk_proc_id == 1) {
+      double start = microbench_now_us();
+      Tmk_lock_acquire(LOCK_ID);
+      acquiring += microbench_now_us() - start;
+      Tmk_lock_release(LOCK_ID);
+    }
+    Tmk_barrier(2);
+  }
+  return acquiring;
+}
+
+int main(int argc, char **argv)
+{
+  struct microbench_options options = {
+      .name = "lock", .operation = "acquire", .cases = cases, .iterations = 1000, .runs = 7};
+  microbench_parse(&options, argc, argv);
+  int indirect = strcmp(options.which, "indirect") == 0;
+
+  Tmk_startup(argc, argv);
+  if (Tmk_nprocs < (indirect ? 3u : 2u))
+    Tmk_errexit("lock: the %s case needs at least %d processes (-- -n %d)", options.which,
+                indirect ? 3 : 2, indirect ? 3 : 2);
+  unsigned releaser = indirect ? 2 : 0;
+
+  double times[MICROBENCH_MAX_RUNS];
+  alternate(releaser, options.iterations < 100 ? options.iterations : 100); /* warm-up */
+  Tmk_barrier(0);
+  unsigned long remote_before = Tmk_stat.remote_acquires;
+  for (int run = 0; run < options.runs; run++) {
+    Tmk_barrier(0);
+    times[run] = alternate(releaser, options.iterations) / options.iterations;
+  }
+  Tmk_barrier(0);  /* also brings Tmk_stat up to date */
+  if (Tmk_proc_id == 1) {
+    unsigned long timed = (unsigned long)options.runs * (unsigned long)options.iterations;
+    unsigned long remote = Tmk_stat.remote_acquires - remote_before;
+    if (remote != timed)
+      Tmk_errexit("lock: %lu of %lu timed acquires needed a message; the benchmark measures "
+                  "remote acquires only", remote, timed);
+  }
+  microbench_collect(times, options.runs, 1);
+  microbench_report(&options, times);
+  Tmk_exit(0);
+}
