@@ -148,6 +148,7 @@ void node::collect_garbage() {
         dropped.push_back(page);
       }
     protect_pages(dropped, page_state::unfetched);
+    discard_pages(dropped);
   }
   lock.unlock();
   // Every process keeps its diffs until process 0 has what it needs.

@@ -46,7 +46,9 @@ bool node::incorporate(message_reader& reader) {
         if (record.index > progress.notified) progress.notified = record.index;
         ++notices;
         if (record.index <= progress.applied) continue;
-        if (entry.twin != nullptr) seal(page, entry);
+        // The application cannot write now, and the page is protected
+        // from it below with the others.
+        if (entry.twin != nullptr) seal(page, entry, false);
         page_state state = state_of(page);
         if (state == page_state::read_only || state == page_state::read_write) {
           set_state(page, page_state::invalid);

@@ -185,12 +185,15 @@ class node {
   void protect(std::uint32_t page, page_state state);
   void protect_pages(std::vector<std::uint32_t>& pages, page_state state);
   page_extra& extra(std::uint32_t page) { return extras_.at(page); }
+  bool never_written(std::uint32_t page) const;
+  void populate(const std::vector<std::uint32_t>& pages);
+  void discard_pages(const std::vector<std::uint32_t>& pages);
   bool read_before(std::uint32_t page) const {
     return (read_bits_[page / 64] >> (page % 64)) & 1;
   }
   writer_progress& progress_of(page_extra& page, int writer);
   void make_writable(std::uint32_t page);
-  void seal(std::uint32_t page, page_extra& extra);
+  void seal(std::uint32_t page, page_extra& extra, bool protect_first = true);
   void drop_twin(page_extra& extra);
   void validate(std::uint32_t page, std::unique_lock<std::mutex>& lock);
   // Returns the pages process 0 left out (still unfetched), in order.

@@ -8,7 +8,9 @@
 // every diff it gets starts after applied.  Costs: a read fault on an
 // invalid page is one round trip to each writer at once; a write fault one
 // page copy and one mprotect; sealing one diff pass and one mprotect.
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -80,6 +82,23 @@ void node::protect_pages(std::vector<std::uint32_t>& pages, page_state state) {
   }
 }
 
+// True if the page's memory is still a hole of the memfd: no process ever
+// wrote it (process 0's copy would hold the writes it knows of).
+bool node::never_written(std::uint32_t page) const {
+  off_t start = static_cast<off_t>(page) * static_cast<off_t>(page_size_);
+  off_t data = lseek(memfd_, start, SEEK_DATA);
+  return data < 0 ? errno == ENXIO : data >= start + static_cast<off_t>(page_size_);
+}
+
+// Makes pages a hole of the memfd again: their memory goes back to the
+// system and reads as zeros, as an unfetched page must.
+void node::discard_pages(const std::vector<std::uint32_t>& pages) {
+  for (std::uint32_t page : pages)
+    fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+              static_cast<off_t>(page) * static_cast<off_t>(page_size_),
+              static_cast<off_t>(page_size_));
+}
+
 writer_progress& node::progress_of(page_extra& page, int writer) {
   for (auto& entry : page.writers)
     if (entry.writer == writer) return entry;
@@ -124,10 +143,12 @@ void node::make_writable(std::uint32_t page) {
   protect(page, page_state::read_write);
 }
 
-// Takes write permission away first, so that the application cannot write
-// while the diff is made; its next write faults and makes a new twin.
-void node::seal(std::uint32_t page, page_extra& entry) {
-  protect(page, page_state::read_only);
+// Takes write permission away first (unless the caller already has, for a
+// whole batch, or the application cannot run meanwhile), so that the
+// application cannot write while the diff is made; its next write faults
+// and makes a new twin.
+void node::seal(std::uint32_t page, page_extra& entry, bool protect_first) {
+  if (protect_first) protect(page, page_state::read_only);
   set_state(page, page_state::read_only);
   sealed_diff sealed{entry.twin_start, std::max(entry.twin_start, time_[rank_]), {}};
   diff_create(entry.twin, runtime_page(page), page_size_, sealed.bytes);
@@ -159,6 +180,7 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock) {
        ++next)
     batch.push_back(next);
   if (wanted == page_state::unfetched) {
+    populate(batch);  // one call makes the memory the copies land in
     // Pages process 0 could not copy without sealing stay unfetched.
     std::vector<std::uint32_t> left_out = fetch_whole_pages(batch, lock);
     std::erase_if(batch, [&](std::uint32_t candidate) {
@@ -168,6 +190,23 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock) {
   fetch_diffs(batch, lock);
   for (std::uint32_t fetched : batch) set_state(fetched, page_state::read_only);
   protect_pages(batch, page_state::read_only);
+}
+
+// Makes the runtime view's memory for a batch of pages in one system call
+// per run instead of one fault per page, before the copies land there.
+// Only an optimisation: without MADV_POPULATE_WRITE the copies fault.
+void node::populate(const std::vector<std::uint32_t>& pages) {
+#if defined(MADV_POPULATE_WRITE)
+  std::size_t start = 0;
+  for (std::size_t i = 1; i <= pages.size(); ++i) {
+    if (i < pages.size() && pages[i] == pages[i - 1] + 1) continue;
+    std::size_t length = static_cast<std::size_t>(pages[i - 1] - pages[start] + 1) * page_size_;
+    madvise(runtime_page(pages[start]), length, MADV_POPULATE_WRITE);
+    start = i;
+  }
+#else
+  (void)pages;
+#endif
 }
 
 // Pages never seen here: process 0's copies, with how far each copy has
@@ -184,15 +223,19 @@ std::vector<std::uint32_t> node::fetch_whole_pages(const std::vector<std::uint32
   if (reader.type() != message_type::page_reply) protocol_failure("malformed page reply");
   std::vector<std::uint32_t> left_out;
   for (std::uint32_t page : pages) {
-    if (reader.take<std::uint8_t>() == 0) {
+    std::uint8_t served = reader.take<std::uint8_t>();
+    if (served == 0) {
       left_out.push_back(page);
       continue;
     }
-    auto contents = reader.get_bytes();
+    // A page never written anywhere is all zeros, as an unfetched page is
+    // here (its memory is a hole: never written, or punched when dropped).
+    auto contents = served == 1 ? reader.get_bytes() : std::span<const std::byte>{};
     std::uint32_t count = reader.take<std::uint32_t>();
-    if (!reader.ok() || contents.size() != page_size_ || count > static_cast<std::uint32_t>(nprocs_))
+    if (!reader.ok() || served > 2 || (served == 1 && contents.size() != page_size_) ||
+        count > static_cast<std::uint32_t>(nprocs_))
       protocol_failure("malformed page from process 0");
-    memcpy(runtime_page(page), contents.data(), page_size_);
+    if (served == 1) memcpy(runtime_page(page), contents.data(), page_size_);
     page_extra& entry = extra(page);
     for (std::uint32_t i = 0; i < count; ++i) {
       std::int32_t writer = reader.take<std::int32_t>();
@@ -293,22 +336,41 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
   std::uint32_t asked = reader.take<std::uint32_t>();
   if (!reader.ok() || asked == 0 || asked > reader.remaining() / 12)
     return reject(request, "malformed diff request");
+  struct asked_range {
+    std::uint32_t page, from, to;
+  };
+  std::vector<asked_range> ranges(asked);
+  for (auto& range : ranges) {
+    range.page = reader.take<std::uint32_t>();
+    range.from = reader.take<std::uint32_t>();
+    range.to = reader.take<std::uint32_t>();
+    if (!reader.ok() || range.page >= npages_ || range.from >= range.to)
+      return reject(request, "malformed diff request");
+  }
   message_writer answer(message_type::diff_reply);
   answer.put<std::uint32_t>(asked);
   {
     std::lock_guard lock(mutex_);
-    for (std::uint32_t i = 0; i < asked; ++i) {
-      std::uint32_t page = reader.take<std::uint32_t>();
-      std::uint32_t from = reader.take<std::uint32_t>();
-      std::uint32_t to = reader.take<std::uint32_t>();
-      if (!reader.ok() || page >= npages_ || from >= to)
-        return reject(request, "malformed diff request");
-      if (to > time_[rank_]) return reject(request, "diffs of intervals not closed yet");
+    // Write permission goes for every page to seal at once: one mprotect
+    // per run of pages instead of one per page.
+    std::vector<std::uint32_t> to_seal;
+    for (const auto& range : ranges) {
+      if (range.to > time_[rank_]) return reject(request, "diffs of intervals not closed yet");
+      page_extra* entry = extras_.find(range.page);
+      if (entry != nullptr && entry->twin != nullptr && entry->twin_start <= range.to)
+        to_seal.push_back(range.page);
+    }
+    protect_pages(to_seal, page_state::read_only);
+    for (std::uint32_t page : to_seal) {
+      page_extra& entry = *extras_.find(page);
+      if (entry.twin != nullptr) seal(page, entry, false);
+    }
+    for (const auto& range : ranges) {
+      std::uint32_t page = range.page, from = range.from, to = range.to;
       std::uint32_t count = 0;
       std::size_t count_offset = answer.size();
       answer.reserve(sizeof count);
       if (page_extra* entry = extras_.find(page)) {
-        if (entry->twin != nullptr && entry->twin_start <= to) seal(page, *entry);
         for (const auto& diff : entry->diffs)
           if (diff.last > from && diff.first <= to) {
             answer.put<std::uint32_t>(diff.first);
@@ -356,8 +418,12 @@ void node::handle_page_request(const incoming_request& request, message_reader& 
           continue;
         }
       }
-      answer.put<std::uint8_t>(1);
-      answer.put_bytes({contents, page_size_});
+      if (contents == runtime_page(page) && never_written(page)) {
+        answer.put<std::uint8_t>(2);  // all zeros: nothing to copy
+      } else {
+        answer.put<std::uint8_t>(1);
+        answer.put_bytes({contents, page_size_});
+      }
       std::uint32_t count = 1;
       if (found != nullptr) count += static_cast<std::uint32_t>(found->writers.size());
       answer.put<std::uint32_t>(count);
