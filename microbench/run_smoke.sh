@@ -11,5 +11,5 @@ if [ "$status" -ne 0 ]; then
 fi
 printf '%s\n' "$output" | grep -qx 'benchmark,case,nprocs,substrate,notify,us_per_op' ||
   { echo "run_smoke: no CSV header" >&2; exit 1; }
-printf '%s\n' "$output" | grep -Eq '^[a-z]+,[a-z-]+,[0-9]+,[a-z]+,[a-z]+,[0-9]+\.[0-9]+$' ||
+printf '%s\n' "$output" | grep -Eq '^[a-z]+,[a-z0-9-]+,[0-9]+,[a-z]+,[a-z]+,[0-9]+\.[0-9]+$' ||
   { echo "run_smoke: no row with a time" >&2; exit 1; }

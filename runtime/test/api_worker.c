@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PAGE_WORDS 1024
@@ -354,6 +355,17 @@ static void stress(void) {
  * barrier; "die-before-fetch": process 1 dies after writing pages the
  * others then read; "stop-in-barrier": the last process stops (SIGSTOP)
  * while the others wait; "die-rank0": process 0 dies while the others wait. */
+/* Stops this process with a signal, saying when (for the figures of how
+ * long the others take to notice). */
+static void inject(int signal_number) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  fprintf(stderr, "process %u: injecting signal %d at %.6f\n", Tmk_proc_id, signal_number,
+          (double)now.tv_sec + now.tv_nsec * 1e-9);
+  fflush(stderr);
+  kill(getpid(), signal_number);
+}
+
 static void lost_process(const char *what) {
   unsigned last = Tmk_nprocs - 1;
   int i;
@@ -367,7 +379,7 @@ static void lost_process(const char *what) {
     Tmk_barrier(1);
     if (Tmk_proc_id == 1) {
       usleep(300000);
-      kill(getpid(), SIGKILL);
+      inject(SIGKILL);
     }
     if (Tmk_proc_id == 2) Tmk_lock_acquire(7);
     Tmk_barrier(2);
@@ -376,14 +388,14 @@ static void lost_process(const char *what) {
     unsigned victim = strcmp(what, "die-rank0") == 0 ? 0 : last;
     if (Tmk_proc_id == victim) {
       usleep(300000);
-      kill(getpid(), strcmp(what, "stop-in-barrier") == 0 ? SIGSTOP : SIGKILL);
+      inject(strcmp(what, "stop-in-barrier") == 0 ? SIGSTOP : SIGKILL);
     }
     Tmk_barrier(1);
   } else if (strcmp(what, "die-before-fetch") == 0) {
     if (Tmk_proc_id == 1)
       for (i = 0; i < 16 * PAGE_WORDS; i++) shared_ints[i] = i;
     Tmk_barrier(1);
-    if (Tmk_proc_id == 1) kill(getpid(), SIGKILL);
+    if (Tmk_proc_id == 1) inject(SIGKILL);
     usleep(100000);
     for (i = 0; i < 16 * PAGE_WORDS; i += PAGE_WORDS) check(shared_ints[i] == i, "a word", shared_ints[i], i);
     Tmk_barrier(2);

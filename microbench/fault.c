@@ -1,0 +1,105 @@
+/*
+ * fault — the cost of one page fault that needs other processes' data.
+ *
+ *   cold       a page this process has never seen: it comes whole from
+ *              process 0 (with the never-seen pages after it)
+ *   writers-1  a page this process holds, invalidated by the writes of one
+ *              other process: its diff is fetched from that writer
+ *   writers-4  the same page written (different words) by four other
+ *              processes: their diffs are fetched from all four at once
+ *
+ * Process 1 is the reader; the writers are processes 0 (and 2, 3, 4 for
+ * writers-4).  Each access is to a page 32 pages after the previous one,
+ * beyond the pages a fault validates together, so that every access is a
+ * fault of its own; the time per access is the time per fault.
+ *
+ * Usage: fault [-c cold|writers-1|writers-4] [-i FAULTS] [-r RUNS] [--csv]
+ *              [-- -n NPROCS]   (writers-4 needs 5 processes)
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "microbench.h"
+
+#include <stdint.h>
+
+#define STRIDE 32 /* pages between two accesses */
+
+static uint32_t *region;
+static volatile uint32_t sink;
+
+static size_t words_per_page(void) { return Tmk_page_size / sizeof *region; }
+
+static uint32_t read_pages(int faults)
+{
+  uint32_t sum = 0;
+  for (int i = 0; i < faults; i++)
+    sum += ((volatile uint32_t *)region)[(size_t)i * STRIDE * words_per_page()];
+  return sum;
+}
+
+/* Writer w of writers writes its own word of each accessed page. */
+static void write_pages(int faults, unsigned writer, unsigned value)
+{
+  for (int i = 0; i < faults; i++)
+    region[(size_t)i * STRIDE * words_per_page() + writer] = value;
+}
+
+static double run_once(const char *which, int faults, unsigned round)
+{
+  int writers = strcmp(which, "writers-4") == 0 ? 4 : 1;
+  if (strcmp(which, "cold") == 0 || region == NULL) {
+    if (Tmk_proc_id == 0) {
+      region = Tmk_malloc((unsigned)(faults + 1) * STRIDE * Tmk_page_size);
+      if (region == NULL)
+        Tmk_errexit("fault: cannot allocate %d pages of shared memory", (faults + 1) * STRIDE);
+      Tmk_distribute(&region, sizeof region);
+    }
+    Tmk_barrier(1);
+    if (strcmp(which, "cold") != 0 && Tmk_proc_id == 1)
+      sink = read_pages(faults); /* now held here, to be invalidated */
+    Tmk_barrier(2);
+  }
+  if (strcmp(which, "cold") == 0) {
+    if (Tmk_proc_id == 0)
+      sink = read_pages(faults);
+  } else {
+    /* The writers: process 0, and 2 .. writers for more than one. */
+    unsigned me = Tmk_proc_id;
+    if (me == 0 || (me >= 2 && me <= (unsigned)writers))
+      write_pages(faults, me, round);
+  }
+  Tmk_barrier(3);
+  double time = 0;
+  if (Tmk_proc_id == 1) {
+    double start = microbench_now_us();
+    sink = read_pages(faults);
+    time = (microbench_now_us() - start) / faults;
+  }
+  Tmk_barrier(4);
+  return time;
+}
+
+int main(int argc, char **argv)
+{
+  static const char *const cases[] = {"cold", "writers-1", "writers-4", NULL};
+  struct microbench_options options = {
+      .name = "fault", .operation = "fault", .cases = cases, .iterations = 256, .runs = 7};
+  microbench_parse(&options, argc, argv);
+
+  Tmk_startup(argc, argv);
+  if (Tmk_nprocs < 2)
+    Tmk_errexit("fault: needs at least 2 processes (-- -n 2)");
+  if (strcmp(options.which, "writers-4") == 0 && Tmk_nprocs < 5)
+    Tmk_errexit("fault: writers-4 needs 5 processes (-- -n 5)");
+  if ((unsigned long)(options.iterations + 1) * STRIDE * Tmk_page_size > UINT_MAX)
+    Tmk_errexit("fault: %d faults need too large a region", options.iterations);
+
+  double times[MICROBENCH_MAX_RUNS];
+  run_once(options.which, options.iterations, 1); /* warm-up */
+  for (int run = 0; run < options.runs; run++)
+    times[run] = run_once(options.which, options.iterations, 2 + (unsigned)run);
+  Tmk_barrier(0);
+  microbench_collect(times, options.runs, 1);
+  microbench_report(&options, times);
+  Tmk_exit(0);
+}

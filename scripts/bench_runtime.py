@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""bench_runtime.py — the runtime's basic costs beside the substrate's round
+trip, measured in the same run.
+
+Each round runs, one after the other: the substrate ping-pong (8 B and
+4 KiB round trips, back to back), the fault microbenchmark (a page never
+seen; an invalidated page with 1 and with 4 writers), lock acquire (direct
+and indirect) and barrier on 2 to 8 processes.  Every figure is the median
+over the rounds; the ratios divide by the round trip of the same rounds.
+The result goes into BENCHMARKS.md between its markers.
+
+    scripts/bench_runtime.py [--rounds 5] [--build build] [--no-write]
+"""
+import argparse
+import datetime
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN = "<!-- runtime:begin -->"
+END = "<!-- runtime:end -->"
+
+
+def run(command, env=None):
+    merged = dict(os.environ)
+    merged.update(env or {})
+    done = subprocess.run(command, capture_output=True, text=True, env=merged, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError("%s failed:\n%s" % (" ".join(command), done.stderr[-2000:]))
+    return done.stdout
+
+
+def microbench(build, name, case, nprocs, extra=()):
+    command = [os.path.join(build, "microbench", name), "--csv", "-r", "5", *extra]
+    if case:
+        command += ["-c", case]
+    rows = run(command + ["--", "-n", str(nprocs)]).strip().splitlines()
+    return float(rows[-1].split(",")[-1])
+
+
+def round_trip(build):
+    rows = run([os.path.join(build, "microbench", "pingpong"), "--csv", "--sizes", "8,4096",
+                "--repeat", "5", "--iterations", "5000", "--stream-count", "0", "--", "-n", "2"])
+    values = {}
+    for line in rows.strip().splitlines()[1:]:
+        size, rtt, _ = line.split(",")
+        values[int(size)] = float(rtt)
+    return values
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--no-write", action="store_true")
+    options = parser.parse_args()
+
+    cases = [
+        ("fault, a page never seen (whole from process 0)", "fault", "cold", 2),
+        ("fault, invalidated page, 1 writer", "fault", "writers-1", 2),
+        ("fault, invalidated page, 4 writers", "fault", "writers-4", 5),
+        ("lock acquire, direct (from the manager)", "lock", "direct", 2),
+        ("lock acquire, indirect (via the manager)", "lock", "indirect", 3),
+    ] + [("barrier, %d processes" % n, "barrier", None, n) for n in (2, 3, 4, 6, 8)]
+    figures = {label: [] for label, *_ in cases}
+    rtt8, rtt4k = [], []
+    for round_number in range(options.rounds):
+        print("round %d of %d" % (round_number + 1, options.rounds), file=sys.stderr)
+        trip = round_trip(options.build)
+        rtt8.append(trip[8])
+        rtt4k.append(trip[4096])
+        for label, name, case, nprocs in cases:
+            figures[label].append(microbench(options.build, name, case, nprocs))
+
+    rtt = statistics.median(rtt8)
+    cpu = "?"
+    try:
+        cpu = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+               if line.startswith("model name")][0]
+    except (OSError, IndexError):
+        pass
+    lines = [
+        "## Runtime: faults, locks and barriers beside the substrate round trip",
+        "",
+        "Measured %s on %s (%d CPUs, %s, Linux %s), UCX active messages, interrupt mode. "
+        "Command: `scripts/bench_runtime.py --rounds %d`: each round runs the substrate ping-pong, "
+        "then every case below (microbench programs, each the median of 5 runs); the figures are "
+        "medians over the rounds, the ratios divide by the round trip of the same rounds. "
+        "With more processes than the %d cores, waits block and every hop pays a thread wake-up."
+        % (datetime.date.today().isoformat(), platform.node(), os.cpu_count(), cpu,
+           platform.release(), options.rounds, os.cpu_count()),
+        "",
+        "Substrate round trip: %.3f us at 8 B, %.3f us at 4 KiB." % (rtt, statistics.median(rtt4k)),
+        "",
+        "| operation | processes | us | / 8 B round trip |",
+        "| --- | --- | --- | --- |",
+    ]
+    for label, name, case, nprocs in cases:
+        value = statistics.median(figures[label])
+        lines.append("| %s | %d | %.2f | %.1f |" % (label, nprocs, value, value / rtt))
+    section = "\n".join(lines) + "\n"
+    print(section)
+    if options.no_write:
+        return
+    path = os.path.join(ROOT, "BENCHMARKS.md")
+    text = open(path).read() if os.path.exists(path) else "# tmk benchmarks\n\n"
+    block = BEGIN + "\n" + section + END
+    if BEGIN in text and END in text:
+        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    open(path, "w").write(text)
+    print("wrote", path, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
