@@ -41,9 +41,19 @@ def run_once(build, scenario, nprocs, substrate):
     env = dict(os.environ, TMK_SUBSTRATE=substrate, TMK_PEER_TIMEOUT="2")
     command = [os.path.join(build, "runtime", "test", "api_worker"), "-t", scenario, "--", "-n",
                str(nprocs)]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60,
-                          start_new_session=True)
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=env, start_new_session=True)
+    out, err = job.communicate(timeout=60)
+    # The job has ended when no process of its group is left (process 0 may
+    # be the one that went first).
+    while True:
+        try:
+            os.killpg(job.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.001)
     ended = time.time()
+    done = subprocess.CompletedProcess(command, job.returncode, out, err)
     injected = re.search(r"injecting signal \d+ at ([0-9.]+)", done.stderr)
     detect = ended - float(injected.group(1)) if injected else float("nan")
     reported = len(set(re.findall(r"tmk\[(\d+)\]: lost process", done.stderr)))

@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""bench_apps.py — the applications at their default sizes, tmk beside MPI.
+
+Runs scripts/run_apps.py (every run verified) for tmk over UCX and for the
+MPI versions, on 1, 2, 4 and 8 processes, the median of --repeat runs each,
+and writes into BENCHMARKS.md between its markers: time, speed-up over one
+process, the ratio to MPI's time at the same count, and the messages and
+kilobytes sent beside MPI's — against the targets of the applications.
+
+    scripts/bench_apps.py [--repeat 5] [--nprocs 1,2,4,8] [--build build] [--no-write]
+"""
+import argparse
+import csv
+import datetime
+import io
+import os
+import platform
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN = "<!-- apps:begin -->"
+END = "<!-- apps:end -->"
+SPEEDUP_TARGET = {"jacobi": 1.8, "sor": 1.8, "tsp": 1.7, "fft": 1.5}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--nprocs", default="1,2,4,8")
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--no-write", action="store_true")
+    options = parser.parse_args()
+
+    command = [sys.executable, os.path.join(ROOT, "scripts", "run_apps.py"), "--csv", "--mpi",
+               "--repeat", str(options.repeat), "--nprocs", options.nprocs, "--build",
+               options.build]
+    done = subprocess.run(command, capture_output=True, text=True)
+    sys.stderr.write(done.stderr)
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    table = {(r["app"], r["substrate"], int(r["nprocs"])): r for r in rows}
+    counts = [int(n) for n in options.nprocs.split(",")]
+
+    lines = [
+        "## Applications at their default sizes, tmk beside MPI",
+        "",
+        "Measured %s on %s (%d CPUs, Linux %s). Command: `scripts/bench_apps.py --repeat %d` "
+        "(`scripts/run_apps.py --csv --mpi`): SOR 2000x1000 10 iterations, TSP 18 cities, Jacobi "
+        "1022x1022 500 iterations, 3D FFT 32^3 6 iterations; seconds of the parallel section, "
+        "median of %d runs, every run checked against a sequential run. tmk runs over UCX "
+        "(shared memory) with its defaults; the MPI versions under Open MPI's defaults. Messages "
+        "and kilobytes are what all processes sent (tmk: TMK_STATS; MPI: counted by the program)."
+        % (datetime.date.today().isoformat(), platform.node(), os.cpu_count(), platform.release(),
+           options.repeat, options.repeat),
+        "",
+        "| app | procs | tmk s | speed-up | MPI s | MPI speed-up | tmk / MPI | tmk messages | tmk kB | MPI messages | MPI kB | checks |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    verdicts = []
+    for app in ["sor", "tsp", "jacobi", "fft"]:
+        for n in counts:
+            t = table.get((app, "ucx", n))
+            m = table.get((app, "mpi", n))
+            if not t:
+                continue
+            ts, sp = float(t["seconds"]), float(t["speedup"])
+            ms = float(m["seconds"]) if m else float("nan")
+            msp = float(m["speedup"]) if m else float("nan")
+            lines.append("| %s | %d | %.4f | %.2f | %.4f | %.2f | %.2f | %s | %s | %s | %s | %s |" % (
+                app, n, ts, sp, ms, msp, ts / ms if m else float("nan"), t["messages"], t["kbytes"],
+                m["messages"] if m else "-", m["kbytes"] if m else "-",
+                "passed" if t["verified"] == "yes" and (not m or m["verified"] == "yes") else "FAILED"))
+        two = table.get((app, "ucx", 2))
+        eight = table.get((app, "ucx", 8))
+        mpi_two = table.get((app, "mpi", 2))
+        if two:
+            verdicts.append("- %s: speed-up at 2 processes %.2f (target %.1f: %s); %s at 2 processes %s MPI's time (target 1.25)%s."
+                            % (app, float(two["speedup"]), SPEEDUP_TARGET[app],
+                               "met" if float(two["speedup"]) >= SPEEDUP_TARGET[app] else "not met",
+                               "%.2fx" % (float(two["seconds"]) / float(mpi_two["seconds"])) if mpi_two else "?",
+                               "within" if mpi_two and float(two["seconds"]) <= 1.25 * float(mpi_two["seconds"]) else "beyond",
+                               "; 8 processes / 2 processes %.2f (target 1.5)" % (float(eight["seconds"]) / float(two["seconds"])) if eight else ""))
+    lines += ["", "Against the targets:", ""] + verdicts
+    section = "\n".join(lines) + "\n"
+    print(section)
+    if options.no_write:
+        return
+    path = os.path.join(ROOT, "BENCHMARKS.md")
+    text = open(path).read() if os.path.exists(path) else "# tmk benchmarks\n\n"
+    block = BEGIN + "\n" + section + END
+    if BEGIN in text and END in text:
+        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    open(path, "w").write(text)
+    print("wrote", path, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
