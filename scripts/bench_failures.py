@@ -45,8 +45,14 @@ def run_once(build, scenario, nprocs, substrate):
                            env=env, start_new_session=True)
     out, err = job.communicate(timeout=60)
     # The job has ended when no process of its group is left (process 0 may
-    # be the one that went first).
+    # be the one that went first); this script is their subreaper, so that
+    # exited ones do not linger as zombies.
     while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
         try:
             os.killpg(job.pid, 0)
         except ProcessLookupError:
@@ -61,7 +67,17 @@ def run_once(build, scenario, nprocs, substrate):
     return detect, reported, done.returncode != 0, claimed
 
 
+def become_subreaper():
+    """Orphaned processes of a job (process 0 killed first) are reparented
+    here, not to init, so that their exit is seen at once."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_CHILD_SUBREAPER = 36
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
 def main():
+    become_subreaper()
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
