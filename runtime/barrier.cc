@@ -127,14 +127,30 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
 
 void node::collect_garbage() {
   std::unique_lock lock(mutex_);
+  // The pages some interval since the last collection modified and whose
+  // copy here lacks its diffs.
+  // Each page once (a bit per page marks those taken), however many
+  // intervals list it.
   std::vector<std::uint32_t> stale;
-  extras_.for_each([&](std::uint32_t page, page_extra& entry) {
-    for (const auto& progress : entry.writers)
-      if (progress.notified > progress.applied) {
-        stale.push_back(page);
-        return;
+  std::vector<std::uint64_t> seen((npages_ + 63) / 64);
+  for (int owner = 0; owner < nprocs_; ++owner) {
+    if (owner == rank_) continue;
+    for (std::uint32_t index = intervals_.base(owner) + 1; index <= time_[owner]; ++index) {
+      const interval_record* record = intervals_.find(owner, index);
+      if (record == nullptr) continue;
+      for (std::uint32_t page : record->pages) {
+        std::uint64_t bit = std::uint64_t{1} << (page % 64);
+        if (seen[page / 64] & bit) continue;
+        seen[page / 64] |= bit;
+        for (int writer = 0; writer < nprocs_; ++writer)
+          if (writer != rank_ && notified(writer, page) > applied(page, writer)) {
+            stale.push_back(page);
+            break;
+          }
       }
-  });
+    }
+  }
+  std::sort(stale.begin(), stale.end());
   if (rank_ == 0) {
     for (std::uint32_t page : stale) {
       page_state state = state_of(page);
@@ -164,6 +180,7 @@ void node::collect_garbage() {
   });
   protect_pages(sealed, page_state::read_only);
   extras_.clear();
+  clear_notices();
   twinned_.clear();
   diff_bytes_ = 0;
   intervals_.discard_through(time_);

@@ -6,6 +6,8 @@
 // interval records, per page, that its writer has newer diffs, seals the
 // page first if this process has unsaved writes to it, and invalidates a
 // valid copy — unless the diffs that notice refers to are already applied.
+#include <sys/mman.h>
+
 #include "log.h"
 #include "node.h"
 
@@ -40,20 +42,26 @@ bool node::incorporate(message_reader& reader) {
     if (record.index <= time_[owner]) continue;
     if (record.index != time_[owner] + 1) return false;
     if (owner != rank_) {
+      std::uint32_t* newest = notices_[owner];
+      if (newest == nullptr) {
+        void* made = mmap(nullptr, std::size_t{npages_} * sizeof(std::uint32_t),
+                          PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (made == MAP_FAILED) job_.fatal("out of memory for write notices");
+        newest = notices_[owner] = static_cast<std::uint32_t*>(made);
+      }
+      notices += record.pages.size();
       for (std::uint32_t page : record.pages) {
-        page_extra& entry = extra(page);
-        writer_progress& progress = progress_of(entry, owner);
-        if (record.index > progress.notified) progress.notified = record.index;
-        ++notices;
-        if (record.index <= progress.applied) continue;
+        newest[page] = record.index;
+        // Only a copy held here needs anything now.
+        page_state state = state_of(page);
+        if (state != page_state::read_only && state != page_state::read_write) continue;
+        if (record.index <= applied(page, owner)) continue;  // in a range applied already
         // The application cannot write now, and the page is protected
         // from it below with the others.
+        page_extra& entry = extra(page);
         if (entry.twin != nullptr) seal(page, entry, false);
-        page_state state = state_of(page);
-        if (state == page_state::read_only || state == page_state::read_write) {
-          set_state(page, page_state::invalid);
-          invalidated.push_back(page);
-        }
+        set_state(page, page_state::invalid);
+        invalidated.push_back(page);
       }
     }
     time_[owner] = record.index;
@@ -62,6 +70,19 @@ bool node::incorporate(message_reader& reader) {
   protect_pages(invalidated, page_state::invalid);
   counters_.write_notices.fetch_add(notices, std::memory_order_relaxed);
   return true;
+}
+
+std::uint32_t node::applied(std::uint32_t page, int writer) {
+  page_extra* entry = extras_.find(page);
+  if (entry != nullptr)
+    for (const auto& progress : entry->writers)
+      if (progress.writer == writer) return progress.applied;
+  return 0;
+}
+
+void node::clear_notices() {
+  for (std::uint32_t* array : notices_)
+    if (array != nullptr) madvise(array, std::size_t{npages_} * sizeof(std::uint32_t), MADV_DONTNEED);
 }
 
 std::size_t node::consistency_bytes() const {

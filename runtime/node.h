@@ -55,11 +55,11 @@ namespace tmk {
 
 enum class page_state : std::uint8_t { unfetched, invalid, read_only, read_write };
 
-// One writer's diffs of one page, as seen by this process.
+// How far this process's copy of a page has applied one writer's diffs:
+// every interval of that writer up to `applied` is in the page.
 struct writer_progress {
   std::int32_t writer;
-  std::uint32_t applied;   // every interval of writer up to this is in the page
-  std::uint32_t notified;  // the newest interval of writer known to modify it
+  std::uint32_t applied;
 };
 
 struct sealed_diff {
@@ -186,6 +186,12 @@ class node {
   void protect_pages(std::vector<std::uint32_t>& pages, page_state state);
   page_extra& extra(std::uint32_t page) { return extras_.at(page); }
   bool never_written(std::uint32_t page) const;
+  // The newest interval of writer known to modify page (0: none).
+  std::uint32_t notified(int writer, std::uint32_t page) const {
+    return notices_[writer] != nullptr ? notices_[writer][page] : 0;
+  }
+  std::uint32_t applied(std::uint32_t page, int writer);
+  void clear_notices();
   void populate(const std::vector<std::uint32_t>& pages);
   void discard_pages(const std::vector<std::uint32_t>& pages);
   bool read_before(std::uint32_t page) const {
@@ -243,6 +249,13 @@ class node {
   std::mutex mutex_;  // everything below
   std::uint8_t* states_ = nullptr;  // per page: state XOR its initial state
   std::uint64_t* read_bits_ = nullptr;  // per page: faulted on for reading here
+  // Write notices, per writer: the newest interval of that writer listing
+  // each page, in an array over all pages made on the writer's first
+  // notice (its memory is committed only where notices land).  Recording a
+  // notice is one store; whether a page lacks diffs is looked up when it
+  // faults, so notices for pages this process does not hold cost nothing
+  // more.
+  std::vector<std::uint32_t*> notices_;
   page_table extras_;
   std::vector<std::uint32_t> twinned_;  // pages with a twin (maybe stale entries)
   bool twinned_sorted_ = true;

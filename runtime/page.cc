@@ -102,7 +102,7 @@ void node::discard_pages(const std::vector<std::uint32_t>& pages) {
 writer_progress& node::progress_of(page_extra& page, int writer) {
   for (auto& entry : page.writers)
     if (entry.writer == writer) return entry;
-  page.writers.push_back({writer, 0, 0});
+  page.writers.push_back({writer, 0});
   return page.writers.back();
 }
 
@@ -268,11 +268,15 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
   std::vector<std::vector<wanted>> asks(nprocs_);
   std::vector<int> writers;
   for (std::uint32_t page : pages)
-    for (const auto& progress : extra(page).writers)
-      if (progress.notified > progress.applied) {
-        if (asks[progress.writer].empty()) writers.push_back(progress.writer);
-        asks[progress.writer].push_back({page, progress.applied, progress.notified});
-      }
+    for (int writer = 0; writer < nprocs_; ++writer) {
+      if (writer == rank_) continue;
+      std::uint32_t newest = notified(writer, page);
+      if (newest == 0) continue;
+      std::uint32_t done = applied(page, writer);
+      if (newest <= done) continue;
+      if (asks[writer].empty()) writers.push_back(writer);
+      asks[writer].push_back({page, done, newest});
+    }
   if (writers.empty()) return;
 
   std::string what = "fetching diffs of page " + std::to_string(pages.front());

@@ -11,6 +11,7 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -197,7 +198,45 @@ result<std::unique_ptr<job>> job::start(const launch_config& config, int nprocs_
     current_job = nullptr;
     return outcome;
   }
+  started->bind_to_core();
   return started;
+}
+
+// Pins this process (and every thread it starts later) to one of the cores
+// it may run on, process k of the host on the k-th: a process that stays on
+// its core keeps its data in that core's caches, and its service thread
+// wakes where its computation runs instead of pushing another process's
+// off.  Only when the host has a core for every process of the job (or
+// TMK_BIND=core); TMK_BIND=none leaves placement to the kernel.
+void job::bind_to_core() {
+  if (config_.bind == bind_mode::none) return;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  int cores = CPU_COUNT(&allowed);
+  int local = local_processes();
+  if (cores <= 1 || (config_.bind == bind_mode::automatic && (local > cores || size_ == 1))) return;
+  int local_rank = rank_;
+  if (mode_ == launch_mode::mpi) {
+    const char* value = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (value == nullptr) value = getenv("MPI_LOCALRANKID");
+    if (value == nullptr) return;
+    local_rank = atoi(value);
+  } else if (mode_ == launch_mode::manual && config_.bind == bind_mode::automatic) {
+    return;  // which processes share this host is not known
+  }
+  int wanted = local_rank % cores, seen = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (seen++ != wanted) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0)
+      TMK_LOG(warn, "cannot pin process %d to CPU %d: %s", rank_, cpu, strerror(errno));
+    else
+      TMK_LOG(debug, "pinned to CPU %d", cpu);
+    return;
+  }
 }
 
 status job::start_fork(int nprocs) {

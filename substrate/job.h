@@ -116,6 +116,7 @@ class job {
   std::string death_reason(connection& from);
   [[noreturn]] void die(int exit_code);
   void broadcast(std::uint32_t type, const std::string& payload, int except_rank);
+  void bind_to_core();
   void abort_start(const std::string& why);
 
   launch_config config_;

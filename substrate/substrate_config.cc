@@ -99,6 +99,12 @@ result<launch_config> launch_config::from_environment() {
     if (!choice) return choice.error();
     config.all_stdout = *choice == 1;
   }
+  if (auto value = setting_value("TMK_BIND")) {
+    static const char* const words[] = {"auto", "core", "none"};
+    auto choice = parse_choice("TMK_BIND", *value, words);
+    if (!choice) return choice.error();
+    config.bind = static_cast<bind_mode>(*choice);
+  }
   if (auto value = setting_value("TMK_CONNECT_TIMEOUT")) {
     auto parsed = parse_seconds("TMK_CONNECT_TIMEOUT", *value, 0.1, 86400);
     if (!parsed) return parsed.error();
