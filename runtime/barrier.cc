@@ -14,7 +14,9 @@
 // then every diff, twin, write notice and interval record goes.  Pages
 // never seen since are fetched whole from process 0.
 #include <algorithm>
+#include <iterator>
 
+#include "diff.h"
 #include "log.h"
 #include "node.h"
 
@@ -47,6 +49,10 @@ void node::barrier_round(std::uint32_t id, bool collection_phase, const char* ca
   sent[rank_] = barrier_sent_;
   if (!intervals_.encode(arrival, sent, time_)) protocol_failure("own interval missing");
   barrier_sent_ = time_[rank_];
+  if (collection_phase)
+    arrival.put<std::uint32_t>(0);
+  else
+    push_diffs(arrival);
   std::string what = std::string(call) + "(" + (id == collection_barrier ? std::string("garbage collection") : std::to_string(id)) + ")";
   lock.unlock();
   std::vector<std::byte> answer = await(send_request(0, arrival, what), what);
@@ -55,6 +61,8 @@ void node::barrier_round(std::uint32_t id, bool collection_phase, const char* ca
   if (reader.type() != message_type::barrier_depart) protocol_failure(what + ": malformed departure");
   std::uint8_t collect = reader.take<std::uint8_t>();
   if (!reader.ok() || !incorporate(reader)) protocol_failure(what + ": malformed departure");
+  apply_pushed(reader);
+  ++barriers_done_;
   lock.unlock();
   if (collect && !collection_phase) collect_garbage();
 }
@@ -69,6 +77,26 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
   if (!reader.ok() || rank_ != 0 || (id >= config_.max_barriers && id != collection_barrier) ||
       !intervals_decode(reader, nprocs_, npages_, records))
     return reject(request, "malformed barrier arrival");
+  std::vector<pushed_diff> pushed;
+  std::uint32_t pushes = reader.take<std::uint32_t>();
+  for (std::uint32_t i = 0; i < pushes && reader.ok(); ++i) {
+    pushed_diff diff;
+    diff.writer = request.origin;
+    diff.page = reader.take<std::uint32_t>();
+    diff.first = reader.take<std::uint32_t>();
+    diff.last = reader.take<std::uint32_t>();
+    auto bytes = reader.get_bytes();
+    diff.bytes.assign(bytes.begin(), bytes.end());
+    if (!reader.get_words(diff.readers, static_cast<std::size_t>(nprocs_)) ||
+        diff.page >= npages_ || diff.first == 0 || diff.first > diff.last ||
+        !diff_valid(bytes, page_size_))
+      return reject(request, "malformed diff in a barrier arrival");
+    for (std::uint32_t to : diff.readers)
+      if (to >= static_cast<std::uint32_t>(nprocs_))
+        return reject(request, "malformed diff in a barrier arrival");
+    pushed.push_back(std::move(diff));
+  }
+  if (!reader.ok()) return reject(request, "malformed barrier arrival");
 
   std::vector<std::pair<reply_token, message_writer>> departures;
   {
@@ -88,6 +116,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
     if (episode.arrived[request.origin])
       return reject(request, "process arrived twice at barrier " + std::to_string(id));
     episode.arrived[request.origin] = true;
+    std::move(pushed.begin(), pushed.end(), std::back_inserter(episode.pushed));
     episode.tokens[request.origin] = request.token();
     episode.times[request.origin] = std::move(time);
     episode.collection_phase = collection_phase != 0;
@@ -108,6 +137,21 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
         departure.put<std::uint8_t>(episode.collect && !episode.collection_phase ? 1 : 0);
         if (!intervals_.encode(departure, episode.times[process], newest))
           protocol_failure("barrier " + std::to_string(id) + ": an interval is missing");
+        // The diffs of pages this process reads, from their writers.
+        std::uint32_t count = 0;
+        std::size_t count_offset = departure.size();
+        departure.reserve(sizeof count);
+        for (const auto& diff : episode.pushed)
+          if (std::find(diff.readers.begin(), diff.readers.end(),
+                        static_cast<std::uint32_t>(process)) != diff.readers.end()) {
+            departure.put<std::int32_t>(diff.writer);
+            departure.put<std::uint32_t>(diff.page);
+            departure.put<std::uint32_t>(diff.first);
+            departure.put<std::uint32_t>(diff.last);
+            departure.put_bytes(diff.bytes);
+            ++count;
+          }
+        memcpy(departure.buffer().data() + count_offset, &count, sizeof count);
         departures.emplace_back(episode.tokens[process], std::move(departure));
       }
       barrier_waiting_ -= nprocs_;
@@ -123,6 +167,116 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
     }
   }
   for (auto& [token, departure] : departures) reply(token, departure);
+}
+
+// At a barrier arrival, under mutex_: the pages this process writes (it
+// has a twin) that other processes have asked for lately are sealed (one
+// mprotect per run) and their diffs travel with the barrier to those
+// readers, who then need not fault for them.
+void node::push_diffs(message_writer& arrival) {
+  std::vector<std::uint32_t> pages;
+  for (std::uint32_t page : twinned_) {
+    page_extra* entry = extras_.find(page);
+    if (entry == nullptr || entry->twin == nullptr || entry->twin_start > time_[rank_]) continue;
+    std::erase_if(entry->readers, [&](const page_reader& r) { return r.until <= barriers_done_; });
+    if (!entry->readers.empty()) pages.push_back(page);
+  }
+  protect_pages(pages, page_state::read_only);
+  arrival.put<std::uint32_t>(static_cast<std::uint32_t>(pages.size()));
+  for (std::uint32_t page : pages) {
+    page_extra& entry = *extras_.find(page);
+    seal(page, entry, false);
+    const sealed_diff& diff = entry.diffs.back();
+    arrival.put<std::uint32_t>(page);
+    arrival.put<std::uint32_t>(diff.first);
+    arrival.put<std::uint32_t>(diff.last);
+    arrival.put_bytes(diff.bytes);
+    std::vector<std::uint32_t> readers;
+    for (const auto& reader : entry.readers) readers.push_back(static_cast<std::uint32_t>(reader.process));
+    arrival.put_words(readers);
+  }
+}
+
+// At a barrier departure, under mutex_, after its intervals: applies the
+// diffs pushed to this process — to a page only if they are every diff it
+// lacks (applied in happens-before order), so that it becomes valid
+// without a fault; otherwise the page is left for its fault to fetch.
+void node::apply_pushed(message_reader& reader) {
+  std::uint32_t count = reader.take<std::uint32_t>();
+  struct arrived {
+    std::int32_t writer;
+    std::uint32_t page, first, last;
+    std::uint64_t order;
+    std::span<const std::byte> bytes;
+  };
+  std::vector<arrived> diffs;
+  for (std::uint32_t i = 0; i < count && reader.ok(); ++i) {
+    arrived diff{};
+    diff.writer = reader.take<std::int32_t>();
+    diff.page = reader.take<std::uint32_t>();
+    diff.first = reader.take<std::uint32_t>();
+    diff.last = reader.take<std::uint32_t>();
+    diff.bytes = reader.get_bytes();
+    if (!reader.ok() || diff.writer < 0 || diff.writer >= nprocs_ || diff.writer == rank_ ||
+        diff.page >= npages_ || diff.first == 0 || diff.first > diff.last ||
+        !diff_valid(diff.bytes, page_size_))
+      protocol_failure("malformed diff in a barrier departure");
+    const interval_record* record = intervals_.find(diff.writer, diff.first);
+    diff.order = record ? vector_time_sum(record->time) : 0;
+    diffs.push_back(diff);
+  }
+  if (!reader.ok()) protocol_failure("malformed barrier departure");
+  std::sort(diffs.begin(), diffs.end(), [](const arrived& a, const arrived& b) {
+    if (a.page != b.page) return a.page < b.page;
+    return a.order != b.order ? a.order < b.order : a.writer < b.writer;
+  });
+  std::vector<std::uint32_t> validated;
+  unsigned long applied_count = 0;
+  for (std::size_t from = 0; from < diffs.size();) {
+    std::size_t to = from;
+    while (to < diffs.size() && diffs[to].page == diffs[from].page) ++to;
+    std::uint32_t page = diffs[from].page;
+    // Every writer whose diffs this copy lacks must be covered: a diff
+    // reaching its newest notice, with no interval of that writer listing
+    // the page between what was applied and the diff's first.
+    bool complete = state_of(page) == page_state::invalid;
+    for (int writer = 0; writer < nprocs_ && complete; ++writer) {
+      if (writer == rank_) continue;
+      std::uint32_t done = applied(page, writer), newest = notified(writer, page);
+      if (newest <= done) continue;
+      complete = std::any_of(diffs.begin() + static_cast<long>(from), diffs.begin() + static_cast<long>(to),
+                             [&](const arrived& d) {
+                               return d.writer == writer && d.first > done && d.last >= newest &&
+                                      !listed_between(writer, page, done, d.first);
+                             });
+    }
+    if (complete) {
+      page_extra& entry = extra(page);
+      for (std::size_t i = from; i < to; ++i) {
+        writer_progress& progress = progress_of(entry, diffs[i].writer);
+        if (diffs[i].first <= progress.applied) continue;  // in the copy already
+        diff_apply(runtime_page(page), page_size_, diffs[i].bytes);
+        progress.applied = diffs[i].last;
+        ++applied_count;
+      }
+      set_state(page, page_state::read_only);
+      validated.push_back(page);
+    }
+    from = to;
+  }
+  protect_pages(validated, page_state::read_only);
+  counters_.diffs_applied.fetch_add(applied_count, std::memory_order_relaxed);
+}
+
+// True if an interval of writer strictly between after and before lists page.
+bool node::listed_between(int writer, std::uint32_t page, std::uint32_t after,
+                          std::uint32_t before) const {
+  for (std::uint32_t index = after + 1; index < before; ++index) {
+    const interval_record* record = intervals_.find(writer, index);
+    if (record == nullptr) return true;  // not known: assume it might
+    if (std::binary_search(record->pages.begin(), record->pages.end(), page)) return true;
+  }
+  return false;
 }
 
 void node::collect_garbage() {

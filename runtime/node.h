@@ -68,11 +68,29 @@ struct sealed_diff {
   std::vector<std::byte> bytes;
 };
 
+// A process that asked for this process's diffs of a page: until the
+// barrier numbered `until`, the page's diffs go to it with each barrier.
+struct page_reader {
+  std::int32_t process;
+  std::uint32_t until;
+};
+
 struct page_extra {
   std::byte* twin = nullptr;
   std::uint32_t twin_start = 0;         // the interval the twin's first writes belong to
   std::vector<sealed_diff> diffs;       // this process's, in order
   std::vector<writer_progress> writers; // other processes'
+  std::vector<page_reader> readers;     // who reads this process's writes to it
+};
+
+// A diff carried by a barrier to the processes that read the page.
+struct pushed_diff {
+  std::int32_t writer;
+  std::uint32_t page;
+  std::uint32_t first;
+  std::uint32_t last;
+  std::vector<std::byte> bytes;
+  std::vector<std::uint32_t> readers;
 };
 
 // Per-page protocol state, for the pages that have any: a two-level table
@@ -226,6 +244,10 @@ class node {
   void handle_barrier_arrival(const incoming_request& request, message_reader& reader);
   void barrier_round(std::uint32_t id, bool garbage_collection_phase, const char* call);
   void collect_garbage();
+  void push_diffs(message_writer& arrival);
+  void apply_pushed(message_reader& reader);
+  bool listed_between(int writer, std::uint32_t page, std::uint32_t after,
+                      std::uint32_t before) const;
 
   // Heap and distribution (heap.cc).
   void handle_allocate(const incoming_request& request, message_reader& reader);
@@ -264,6 +286,7 @@ class node {
   vector_time time_;  // intervals incorporated, per process
   interval_store intervals_;
   std::uint32_t barrier_sent_ = 0;  // own intervals already sent to process 0
+  std::uint32_t barriers_done_ = 0;  // barriers passed (readers' subscriptions count them)
 
   struct lock_state {
     bool token = false;    // this process may take the lock without a message
@@ -288,6 +311,7 @@ class node {
   std::unordered_map<std::uint64_t, std::unique_ptr<cond_queue>> conds_;
 
   struct barrier_episode {
+    std::vector<pushed_diff> pushed;
     std::vector<bool> arrived;
     std::vector<reply_token> tokens;
     std::vector<vector_time> times;

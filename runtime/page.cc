@@ -25,6 +25,10 @@
 namespace tmk {
 
 namespace {
+// Barriers for which a page's diffs follow a reader after it asked for them
+// once: a reader that keeps reading the page faults once in this many.
+constexpr std::uint32_t push_barriers = 16;
+
 int protection(page_state state) {
   switch (state) {
     case page_state::read_write: return PROT_READ | PROT_WRITE;
@@ -360,6 +364,16 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
     std::vector<std::uint32_t> to_seal;
     for (const auto& range : ranges) {
       if (range.to > time_[rank_]) return reject(request, "diffs of intervals not closed yet");
+      // The requester reads this page: its diffs go to it with the next
+      // barriers (so that it need not fault for them), for a while.
+      if (request.origin != rank_) {
+        page_extra& reading = extra(range.page);
+        auto known = std::find_if(reading.readers.begin(), reading.readers.end(),
+                                  [&](const page_reader& r) { return r.process == request.origin; });
+        std::uint32_t until = barriers_done_ + push_barriers;
+        if (known != reading.readers.end()) known->until = until;
+        else reading.readers.push_back({request.origin, until});
+      }
       page_extra* entry = extras_.find(range.page);
       if (entry != nullptr && entry->twin != nullptr && entry->twin_start <= range.to)
         to_seal.push_back(range.page);
