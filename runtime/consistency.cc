@@ -8,6 +8,8 @@
 // valid copy — unless the diffs that notice refers to are already applied.
 #include <sys/mman.h>
 
+#include <cstring>
+
 #include "log.h"
 #include "node.h"
 
@@ -15,11 +17,24 @@ namespace tmk {
 
 void node::close_interval() {
   std::size_t kept = 0;
+  std::vector<std::uint32_t> unwritten;
   for (std::uint32_t page : twinned_) {
     page_extra* entry = extras_.find(page);
-    if (entry != nullptr && entry->twin != nullptr) twinned_[kept++] = page;
+    if (entry == nullptr || entry->twin == nullptr) continue;
+    if (entry->speculative) {
+      // Twinned with a neighbour's write fault: listed only if written.
+      if (memcmp(entry->twin, runtime_page(page), page_size_) == 0) {
+        drop_twin(*entry);
+        set_state(page, page_state::read_only);
+        unwritten.push_back(page);
+        continue;
+      }
+      entry->speculative = false;
+    }
+    twinned_[kept++] = page;
   }
   twinned_.resize(kept);
+  protect_pages(unwritten, page_state::read_only);
   if (twinned_.empty()) return;
   if (!twinned_sorted_) {
     std::sort(twinned_.begin(), twinned_.end());

@@ -147,6 +147,10 @@ status node::map_region() {
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (bits == MAP_FAILED) return errno_status("page table");
   read_bits_ = static_cast<std::uint64_t*>(bits);
+  void* written = mmap(nullptr, (npages_ + 63) / 64 * 8, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (written == MAP_FAILED) return errno_status("page table");
+  written_bits_ = static_cast<std::uint64_t*>(written);
   return status::ok();
 }
 

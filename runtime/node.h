@@ -78,6 +78,7 @@ struct page_reader {
 struct page_extra {
   std::byte* twin = nullptr;
   std::uint32_t twin_start = 0;         // the interval the twin's first writes belong to
+  bool speculative = false;             // twinned with a faulting neighbour, maybe unwritten
   std::vector<sealed_diff> diffs;       // this process's, in order
   std::vector<writer_progress> writers; // other processes'
   std::vector<page_reader> readers;     // who reads this process's writes to it
@@ -215,6 +216,9 @@ class node {
   bool read_before(std::uint32_t page) const {
     return (read_bits_[page / 64] >> (page % 64)) & 1;
   }
+  bool written_before(std::uint32_t page) const {
+    return (written_bits_[page / 64] >> (page % 64)) & 1;
+  }
   writer_progress& progress_of(page_extra& page, int writer);
   void make_writable(std::uint32_t page);
   void seal(std::uint32_t page, page_extra& extra, bool protect_first = true);
@@ -271,6 +275,7 @@ class node {
   std::mutex mutex_;  // everything below
   std::uint8_t* states_ = nullptr;  // per page: state XOR its initial state
   std::uint64_t* read_bits_ = nullptr;  // per page: faulted on for reading here
+  std::uint64_t* written_bits_ = nullptr;  // per page: twinned here before
   // Write notices, per writer: the newest interval of that writer listing
   // each page, in an array over all pages made on the writer's first
   // notice (its memory is committed only where notices land).  Recording a

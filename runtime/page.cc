@@ -133,18 +133,33 @@ bool node::handle_fault(void* address) {
   return false;
 }
 
+// A write fault on a read-only page: twin it and open it.  Programs write
+// arrays in order, so the read-only pages after it that this process has
+// written before are twinned and opened with it, up to TMK_PREFETCH_PAGES
+// in all, in one mprotect: each of those is a write fault saved.  Such a
+// twin is speculative until the page is found written: at the close of the
+// interval an unwritten one is dropped, unlisted.
 void node::make_writable(std::uint32_t page) {
-  page_extra& entry = extra(page);
-  entry.twin = static_cast<std::byte*>(malloc(page_size_));
-  if (entry.twin == nullptr) job_.fatal("out of memory for a twin page");
-  memcpy(entry.twin, runtime_page(page), page_size_);
-  entry.twin_start = time_[rank_] + 1;
-  if (!twinned_.empty() && twinned_.back() >= page) twinned_sorted_ = false;
-  twinned_.push_back(page);
-  ++twin_count_;
-  counters_.twins.fetch_add(1, std::memory_order_relaxed);
-  set_state(page, page_state::read_write);
-  protect(page, page_state::read_write);
+  std::vector<std::uint32_t> batch{page};
+  for (std::uint32_t next = page + 1; next < npages_ && batch.size() < config_.prefetch_pages &&
+                                      state_of(next) == page_state::read_only && written_before(next);
+       ++next)
+    batch.push_back(next);
+  for (std::uint32_t opened : batch) {
+    page_extra& entry = extra(opened);
+    entry.twin = static_cast<std::byte*>(malloc(page_size_));
+    if (entry.twin == nullptr) job_.fatal("out of memory for a twin page");
+    memcpy(entry.twin, runtime_page(opened), page_size_);
+    entry.twin_start = time_[rank_] + 1;
+    entry.speculative = opened != page;
+    if (!twinned_.empty() && twinned_.back() >= opened) twinned_sorted_ = false;
+    twinned_.push_back(opened);
+    ++twin_count_;
+    written_bits_[opened / 64] |= std::uint64_t{1} << (opened % 64);
+    set_state(opened, page_state::read_write);
+  }
+  counters_.twins.fetch_add(batch.size(), std::memory_order_relaxed);
+  protect_pages(batch, page_state::read_write);
 }
 
 // Takes write permission away first (unless the caller already has, for a
