@@ -46,8 +46,12 @@ static void write_pages(int faults, unsigned writer, unsigned value)
 
 static double run_once(const char *which, int faults, unsigned round)
 {
+  /* Whether to allocate is decided on what every process knows: region
+   * itself arrives from process 0 at any time before barrier 1. */
+  static int allocated;
   int writers = strcmp(which, "writers-4") == 0 ? 4 : 1;
-  if (strcmp(which, "cold") == 0 || region == NULL) {
+  if (strcmp(which, "cold") == 0 || !allocated) {
+    allocated = 1;
     if (Tmk_proc_id == 0) {
       region = Tmk_malloc((unsigned)(faults + 1) * STRIDE * Tmk_page_size);
       if (region == NULL)
