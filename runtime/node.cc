@@ -3,6 +3,7 @@
 #include "node.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sigsegv.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -75,6 +76,15 @@ void node::startup(int argc, char** argv) {
   if (!substrate) stop(substrate.error());
   auto config = runtime_config::from_environment();
   if (!config) stop(config.error());
+
+  // Messages, diffs and twins of tens of kilobytes come and go with every
+  // fault served.  glibc would hand freed memory at the top of a thread's
+  // heap back to the system at once and fault in fresh zeroed pages for
+  // the next message (a diff request served in 55 us instead of 37); it
+  // keeps up to 64 MiB instead, and takes blocks below 32 MiB from the heap
+  // rather than from mmap of their own.
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
 
   auto started = job::start(*launch, options->nprocs);
   if (!started) stop(started.error());

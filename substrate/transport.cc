@@ -333,8 +333,13 @@ bool transport::serve_while_waiting() {
   while (progress(channel::request) != 0) {
   }
   // Leave the channel armed so that the sleeping service thread wakes for
-  // what comes next; pending events mean more to serve first.
-  while (!arm(channel::request)) progress(channel::request);
+  // what comes next; pending events mean more to serve first, and a reply
+  // still going out may be waiting for this thread's own reply channel to
+  // drain it.
+  while (!arm(channel::request)) {
+    progress(channel::request);
+    progress(channel::reply);
+  }
   return true;
 }
 

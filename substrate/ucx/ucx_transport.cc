@@ -348,9 +348,10 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
   if (config_.ucx_path == ucx_data_path::am) {
     // First try to send straight from the caller's memory, asking UCX to
     // complete at once (short or copy-in protocols): no pool buffer and no
-    // extra copy.  Up to the largest size class the eager protocol is
-    // forced: through shared memory its copies pipeline on both sides and
-    // beat the rendezvous round trips.
+    // extra copy.  The eager protocol is forced at every size: through
+    // shared memory its copies pipeline on both sides and beat the
+    // rendezvous round trips (64 KiB: 11 us against 72; 2 MiB: 260 against
+    // 630), and a sent message no longer needs its sender alive.
     ucp_dt_iov_t iov[max_parts];
     std::size_t count = 0;
     for (const auto& part : payload)
@@ -359,7 +360,7 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
     if (count < max_parts || payload.size() <= max_parts) {
       ucp_request_param_t params{};
       params.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | UCP_OP_ATTR_FIELD_FLAGS;
-      params.flags = payload_length <= largest_class_bytes ? UCP_AM_SEND_FLAG_EAGER : 0;
+      params.flags = UCP_AM_SEND_FLAG_EAGER;
       void* request;
       if (count <= 1) {
         // One part: the contiguous datatype takes UCX's shortest path.
@@ -399,10 +400,8 @@ status ucx_transport::post_am(worker_state& worker, ucp_ep_h ep, channel, send_b
   }
   params.cb.send = &ucx_transport::on_send_done;
   params.user_data = buffer;
-  if (length - sizeof(wire_header) <= largest_class_bytes) {
-    params.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-    params.flags = UCP_AM_SEND_FLAG_EAGER;
-  }
+  params.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+  params.flags = UCP_AM_SEND_FLAG_EAGER;
   void* request = ucp_am_send_nbx(ep, am_id, buffer->data, sizeof(wire_header),
                                   buffer->data + sizeof(wire_header),
                                   length - sizeof(wire_header), &params);
@@ -752,6 +751,11 @@ unsigned ucx_transport::progress(channel which) {
 bool ucx_transport::arm(channel which) {
   worker_state& worker = state(which);
   if (!worker.completed_slots.empty() || !worker.completed_large.empty()) return false;
+  // A send still in flight (an eager message larger than the shared-memory
+  // FIFO goes out as the receiver drains it) moves only with this worker's
+  // progress, and nothing wakes a sleeper when the FIFO has room again: no
+  // sleeping until it is out.
+  if (worker.in_flight > 0) return false;
   ucs_status_t code = ucp_worker_arm(worker.worker);
   return code == UCS_OK;
 }

@@ -8,8 +8,9 @@
 //
 // Two data paths (TMK_UCX_PATH):
 //   am   active messages: UCX owns the receive pools; a request's data is
-//        held (UCS_INPROGRESS) until its handler returns; rendezvous data
-//        is received with ucp_am_recv_data_nbx.
+//        held (UCS_INPROGRESS) until its handler returns; sends are eager
+//        at every size (rendezvous data, should a peer send it, is
+//        received with ucp_am_recv_data_nbx).
 //   tag  FAST/GM's design literally: receive buffers in size classes
 //        (64 B .. 32 KiB) preposted with ucp_tag_recv_nbx in registered
 //        memory — o*(n-1) small and n-1 of every larger class for requests,
