@@ -174,13 +174,19 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
 // mprotect per run) and their diffs travel with the barrier to those
 // readers, who then need not fault for them.
 void node::push_diffs(message_writer& arrival) {
+  // Only pages with readers are looked at, not every page twinned; a page
+  // whose readers all lapsed leaves the list.
   std::vector<std::uint32_t> pages;
-  for (std::uint32_t page : twinned_) {
+  std::size_t kept = 0;
+  for (std::uint32_t page : subscribed_) {
     page_extra* entry = extras_.find(page);
-    if (entry == nullptr || entry->twin == nullptr || entry->twin_start > time_[rank_]) continue;
+    if (entry == nullptr) continue;
     std::erase_if(entry->readers, [&](const page_reader& r) { return r.until <= barriers_done_; });
-    if (!entry->readers.empty()) pages.push_back(page);
+    if (entry->readers.empty()) continue;
+    subscribed_[kept++] = page;
+    if (entry->twin != nullptr && entry->twin_start <= time_[rank_]) pages.push_back(page);
   }
+  subscribed_.resize(kept);
   protect_pages(pages, page_state::read_only);
   arrival.put<std::uint32_t>(static_cast<std::uint32_t>(pages.size()));
   for (std::uint32_t page : pages) {
@@ -336,6 +342,7 @@ void node::collect_garbage() {
   extras_.clear();
   clear_notices();
   twinned_.clear();
+  subscribed_.clear();
   diff_bytes_ = 0;
   intervals_.discard_through(time_);
   counters_.gc_runs.fetch_add(1, std::memory_order_relaxed);

@@ -8,6 +8,7 @@
 // valid copy — unless the diffs that notice refers to are already applied.
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "log.h"
@@ -37,7 +38,11 @@ void node::close_interval() {
   protect_pages(unwritten, page_state::read_only);
   if (twinned_.empty()) return;
   if (!twinned_sorted_) {
-    std::sort(twinned_.begin(), twinned_.end());
+    // Sorted up to the pages twinned out of order since the last interval,
+    // usually a few: sort those and merge, not the whole list.
+    auto tail = std::is_sorted_until(twinned_.begin(), twinned_.end());
+    std::sort(tail, twinned_.end());
+    std::inplace_merge(twinned_.begin(), tail, twinned_.end());
     twinned_.erase(std::unique(twinned_.begin(), twinned_.end()), twinned_.end());
     twinned_sorted_ = true;
   }

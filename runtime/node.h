@@ -285,6 +285,7 @@ class node {
   std::vector<std::uint32_t*> notices_;
   page_table extras_;
   std::vector<std::uint32_t> twinned_;  // pages with a twin (maybe stale entries)
+  std::vector<std::uint32_t> subscribed_;  // pages with readers (maybe stale entries)
   bool twinned_sorted_ = true;
   std::size_t twin_count_ = 0;
   std::size_t diff_bytes_ = 0;

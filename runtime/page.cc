@@ -386,8 +386,12 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
         auto known = std::find_if(reading.readers.begin(), reading.readers.end(),
                                   [&](const page_reader& r) { return r.process == request.origin; });
         std::uint32_t until = barriers_done_ + push_barriers;
-        if (known != reading.readers.end()) known->until = until;
-        else reading.readers.push_back({request.origin, until});
+        if (known != reading.readers.end()) {
+          known->until = until;
+        } else {
+          if (reading.readers.empty()) subscribed_.push_back(range.page);
+          reading.readers.push_back({request.origin, until});
+        }
       }
       page_extra* entry = extras_.find(range.page);
       if (entry != nullptr && entry->twin != nullptr && entry->twin_start <= range.to)
