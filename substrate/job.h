@@ -60,6 +60,9 @@ class job {
   const launch_config& config() const { return config_; }
   // Processes of this job on this host (as far as the launch tells).
   int local_processes() const;
+  // Whether this host has a core for each of them: counted over the cores
+  // the process could run on at start-up, before TMK_BIND pinned it to one.
+  bool core_per_process() const { return local_processes() <= start_cores_; }
   // A secret every process of this job knows (made at start-up, or
   // TMK_JOB_SECRET for processes started by hand): connections made after
   // start-up present it.
@@ -123,6 +126,7 @@ class job {
   launch_mode mode_;
   int rank_;
   int size_;
+  int start_cores_ = 1;
   // Process 0: one connection per other rank (index = rank, [0] unused);
   // others: [0] is the connection to process 0.
   std::vector<std::unique_ptr<connection>> connections_;

@@ -26,7 +26,7 @@ const setting_description substrate_table[] = {
     {"TMK_CONNECT_TIMEOUT", "30", "seconds to wait for every process to arrive at start-up"},
     {"TMK_PEER_TIMEOUT", "30", "seconds of silence after which a peer is declared lost"},
     {"TMK_STDOUT", "0", "whose standard output is shown: 0 (process 0 only) or all"},
-    {"TMK_BIND", "auto",
+    {"TMK_BIND", "none",
      "pin each process to a core: core, none, or auto (pin when the host has a core for each)"},
     {"TMK_LOG_LEVEL", "warn", "diagnostics on standard error: error, warn, info, debug, trace"},
     {"TMK_RANK", "", "this process's rank when processes are started by hand (with TMK_ROOT)"},

@@ -64,10 +64,8 @@ transport::transport(job& owner, const substrate_config& config)
     : job_(owner), config_(config), rank_(owner.rank()), size_(owner.size()),
       pending_(max_outstanding) {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) cores = CPU_COUNT(&allowed);
-  core_per_process_ = owner.local_processes() <= cores;
+  // Not this thread's affinity: pinned, it sees a single core.
+  core_per_process_ = owner.core_per_process();
   free_slots_.reserve(max_outstanding);
   for (std::uint32_t slot = max_outstanding; slot-- > 0;) free_slots_.push_back(slot);
 }
