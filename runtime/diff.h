@@ -4,7 +4,7 @@
 // runs: {u16 first word, u16 word count, the words}.  Word granularity is
 // what lets two processes write different words of one page (false
 // sharing) and both writes survive.  Creating a diff reads both copies
-// once, eight bytes at a time; applying one copies each run.
+// once, a vector register at a time; applying one copies each run.
 #pragma once
 
 #include <cstddef>

@@ -58,6 +58,37 @@ TEST(diff, every_word_changed) {
   expect_round_trip(twin, page);
 }
 
+// Runs of random lengths (single words to thousands, across the 64-word
+// blocks the scan works in), on page sizes that are and are not multiples
+// of a block, up to the largest page a diff describes, whose fully changed
+// run is longer than a run's 16-bit count.
+TEST(diff, runs_of_every_length_on_every_page_size) {
+  std::mt19937 random(99);
+  for (std::size_t size : {std::size_t{4}, std::size_t{132}, std::size_t{1000}, std::size_t{4096},
+                           std::size_t{4100}, std::size_t{65536}, diff_max_page}) {
+    for (int trial = 0; trial < 50; ++trial) {
+      auto twin = random_page(random, size);
+      auto page = twin;
+      std::size_t words = size / diff_word;
+      for (int run = static_cast<int>(random() % 12); run > 0; --run) {
+        std::size_t first = random() % words;
+        std::size_t length = 1 + random() % (random() % 2 ? 8 : 3000);
+        for (std::size_t w = first; w < std::min(words, first + length); ++w)
+          page[w * diff_word + random() % diff_word] ^= std::byte{0x5a};
+      }
+      expect_round_trip(twin, page);
+    }
+    auto twin = random_page(random, size);
+    auto page = twin;
+    for (auto& b : page) b = ~b;
+    std::vector<std::byte> diff;
+    diff_create(twin.data(), page.data(), size, diff);
+    std::size_t words = size / diff_word, runs = (words + 65534) / 65535;
+    EXPECT_EQ(diff.size(), size + runs * sizeof(diff_run_header)) << size;
+    expect_round_trip(twin, page);
+  }
+}
+
 TEST(diff, first_and_last_words) {
   std::vector<std::byte> twin(4096, std::byte{0});
   auto page = twin;
