@@ -516,6 +516,15 @@ def main():
     if 1 not in options.nprocs:
         options.nprocs = [1] + options.nprocs
 
+    if not options.no_write:
+        # The figures come last: fail now, not after the measurements.
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            parser.error("the figures need matplotlib, which %s cannot import (Debian's "
+                         "python3-matplotlib, installed by scripts/setup.sh, is for "
+                         "/usr/bin/python3), or pass --no-write" % sys.executable)
+
     started = time.time()
     load_before = os.getloadavg()[0]
     if load_before > 0.5:
