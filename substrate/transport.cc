@@ -64,6 +64,7 @@ transport::transport(job& owner, const substrate_config& config)
     : job_(owner), config_(config), rank_(owner.rank()), size_(owner.size()),
       pending_(max_outstanding) {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  caller_wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   // Not this thread's affinity: pinned, it sees a single core.
   core_per_process_ = owner.core_per_process();
   free_slots_.reserve(max_outstanding);
@@ -85,6 +86,7 @@ transport_counters transport::counters() const {
 transport::~transport() {
   stop();
   if (wake_fd_ >= 0) close(wake_fd_);
+  if (caller_wake_fd_ >= 0) close(caller_wake_fd_);
 }
 
 bool transport::serving_requests() { return serving_flag; }
@@ -168,7 +170,8 @@ void transport::service_loop() {
 
 void transport::set_caller_idle(bool idle) {
   caller_woken_.store(false, std::memory_order_relaxed);
-  caller_asleep_.store(idle, std::memory_order_relaxed);
+  // Ordered before the caller's last look at its replies (see reply_here).
+  caller_asleep_.store(idle);
 }
 
 void transport::deliver_request(const wire_header& header, byte_span payload) {
@@ -213,7 +216,7 @@ std::vector<std::byte>* transport::reply_destination(const wire_header& header,
 void transport::reply_complete(const wire_header& header) {
   pending_reply* slot = find_pending(header.sequence);
   if (slot == nullptr) return;
-  slot->done = true;
+  slot->done.store(true, std::memory_order_release);
   causal_acquire();
   count(caller_counters_.messages_received, 1);
   count(caller_counters_.bytes_received, slot->payload.size() + sizeof(wire_header));
@@ -280,6 +283,7 @@ status transport::send_one_way(int peer, parts payload) {
 }
 
 status transport::reply(const reply_token& to, parts payload) {
+  if (to.origin == rank_) return reply_here(to.sequence, payload);
   channel from = serving_requests() ? channel::request : channel::reply;
   status sent = send(from, to.origin, channel::reply, message_kind::reply, to.origin,
                      to.sequence, payload);
@@ -287,6 +291,38 @@ status transport::reply(const reply_token& to, parts payload) {
   // enters the substrate, which may be much later: finish it now.
   if (sent && from == channel::reply) sent = flush_channel(channel::reply);
   return sent;
+}
+
+// Process 0 arriving at its own barrier, a lock manager granting its own
+// request: the reply needs no message (through UCX, a loopback costs tens
+// of microseconds when the service thread replies).  The slot was filled
+// in before the request went out; its payload is the caller's again once
+// done is set.  A caller asleep in its wait is woken through
+// caller_wake_fd_: it sets caller_asleep_ before its last look at done,
+// this thread sets done before it looks at caller_asleep_, so that one of
+// the two sees the other.
+status transport::reply_here(std::uint32_t sequence, parts payload) {
+  pending_reply* slot = find_pending(sequence);
+  if (slot == nullptr || slot->done.load(std::memory_order_acquire)) {
+    TMK_LOG(warn, "dropped a reply nobody waits for (request %u from this process)", sequence);
+    return status::ok();
+  }
+  std::size_t length = 0;
+  for (const auto& part : payload) length += part.size();
+  slot->payload.resize(length);
+  std::byte* at = slot->payload.data();
+  for (const auto& part : payload) {
+    if (!part.empty()) memcpy(at, part.data(), part.size());
+    at += part.size();
+  }
+  slot->done.store(true);
+  caller_woken_.store(true, std::memory_order_relaxed);
+  if (caller_asleep_.load()) {
+    std::uint64_t one = 1;
+    ssize_t ignored = write(caller_wake_fd_, &one, sizeof one);
+    (void)ignored;
+  }
+  return status::ok();
 }
 
 status transport::forward(const incoming_request& request, int peer, parts payload) {
@@ -344,7 +380,7 @@ bool transport::serve_while_waiting() {
 status transport::wait_until_done(std::span<const request_id> ids) {
   auto all_done = [&] {
     for (request_id id : ids)
-      if (!pending_[id & (max_outstanding - 1)].done) return false;
+      if (!pending_[id & (max_outstanding - 1)].done.load()) return false;
     return true;
   };
   auto spin_until = clock_type::now() + std::chrono::microseconds(
@@ -371,9 +407,17 @@ status transport::wait_until_done(std::span<const request_id> ids) {
       if (all_done()) return status::ok();
       continue;
     }
-    pollfd fds[2] = {{event_fd(channel::reply), POLLIN, 0}, {job_.failure_fd(), POLLIN, 0}};
-    int ready = poll(fds, 2, 1000);
+    if (all_done()) return status::ok();  // replied here meanwhile
+    pollfd fds[3] = {{event_fd(channel::reply), POLLIN, 0},
+                     {job_.failure_fd(), POLLIN, 0},
+                     {caller_wake_fd_, POLLIN, 0}};
+    int ready = poll(fds, 3, 1000);
     if (ready < 0 && errno != EINTR) return errno_status("poll for a reply");
+    if (ready > 0 && (fds[2].revents & POLLIN) != 0) {
+      std::uint64_t drained;
+      ssize_t ignored = read(caller_wake_fd_, &drained, sizeof drained);
+      (void)ignored;
+    }
     progress(channel::reply);
     if (all_done()) return status::ok();
     if (job_.failed()) return job_.failure();

@@ -185,6 +185,9 @@ class transport {
   // The reply's payload is in place.
   void reply_complete(const wire_header& header);
   status check_size(int peer, std::size_t payload_length) const;
+  // A reply to a request of this process's own caller: straight into the
+  // waiting slot, no message.
+  status reply_here(std::uint32_t sequence, parts payload);
 
   job& job_;
   substrate_config config_;
@@ -198,7 +201,9 @@ class transport {
   static constexpr std::uint32_t max_outstanding = 1u << slot_bits;
   struct pending_reply {
     request_id id = 0;
-    bool done = false;
+    // Set by the caller thread (a reply through the reply channel) or by
+    // either thread (a reply to this process's own request, reply_here).
+    std::atomic<bool> done{false};
     std::vector<std::byte> payload;
   };
   // Counters of one thread, read (not written) by others.
@@ -237,6 +242,8 @@ class transport {
   // process's core is its own to spin on.
   bool core_per_process_ = true;
   int wake_fd_ = -1;
+  // Wakes the caller blocked in a wait when a reply was made here.
+  int caller_wake_fd_ = -1;
   std::vector<pending_reply> pending_;
   std::vector<std::uint32_t> free_slots_;
   std::uint32_t next_generation_ = 1;
