@@ -7,8 +7,10 @@
  *
  * Process 1 holds a copy of every page beforehand.  In each run process 0
  * writes (new values each run, so that every written word differs from its
- * twin), all meet at a barrier, which invalidates process 1's copies, and
- * process 1 reads the same words in address order: each page it touches
+ * twin) and hands the writes to process 1 through a lock and a condition
+ * variable (a barrier would carry the diffs along, and nothing would
+ * fault), which invalidates process 1's copies, and process 1 reads the
+ * same words in address order: each page it touches
  * faults and fetches process 0's diff, which process 0 creates on demand.
  * Process 1's pass divided by the number of pages is the time per page.  A
  * second barrier ends the run before process 0 writes again.  Process 1
@@ -28,8 +30,14 @@
 
 static const char *const cases[] = {"small", "large", NULL};
 
-/* The region, allocated once by process 0. */
+/* The region, allocated once by process 0, and after its pages a word that
+ * counts the runs process 0 has written. */
 static uint32_t *region;
+
+static volatile uint32_t *runs_written(int pages)
+{
+  return (volatile uint32_t *)&region[(size_t)pages * (Tmk_page_size / sizeof *region)];
+}
 
 /* The value of word `word` of page `page` in run `run`: it changes from
  * one run to the next in every word. */
@@ -78,11 +86,13 @@ static uint32_t expected_sum(int run, int pages, int large)
 /* One run; returns process 1's time per page in us. */
 static double run_once(int run, int pages, int large)
 {
-  if (Tmk_proc_id == 0)
+  if (Tmk_proc_id == 0) {
     write_pages(run, pages, large);
-  Tmk_barrier(1);
+    microbench_writes_done(runs_written(pages), 0);
+  }
   double time = 0;
   if (Tmk_proc_id == 1) {
+    microbench_await_writes(runs_written(pages), (uint32_t)run + 1, 0);
     double start = microbench_now_us();
     uint32_t sum = read_pages(pages, large);
     time = (microbench_now_us() - start) / pages;
@@ -104,13 +114,14 @@ int main(int argc, char **argv)
   Tmk_startup(argc, argv);
   if (Tmk_nprocs < 2)
     Tmk_errexit("diff: needs at least 2 processes (-- -n 2)");
-  if ((unsigned long)pages * Tmk_page_size > UINT_MAX)
+  if ((unsigned long)(pages + 1) * Tmk_page_size > UINT_MAX)
     Tmk_errexit("diff: %d pages are too many for one Tmk_malloc", pages);
 
   if (Tmk_proc_id == 0) {
-    region = Tmk_malloc((unsigned)pages * Tmk_page_size);
+    region = Tmk_malloc((unsigned)(pages + 1) * Tmk_page_size);
     if (region == NULL)
       Tmk_errexit("diff: cannot allocate %d pages of shared memory", pages);
+    *runs_written(pages) = 0;
     Tmk_distribute(&region, sizeof region);
   }
   Tmk_barrier(0);

@@ -84,24 +84,16 @@ static double run_once(const char *which, int faults, unsigned round)
       time = (microbench_now_us() - start) / faults;
     }
   } else {
-    /* The writes reach the reader through lock 0, not a barrier: a barrier
-     * carries the diffs of pages with readers along, and the reader would
-     * not fault at all.  The writers are process 0, and 2 .. writers for
-     * more than one. */
+    /* The writes reach the reader through lock 0 (microbench_writes_done).
+     * The writers are process 0, and 2 .. writers for more than one. */
     unsigned me = Tmk_proc_id;
     writes_done++;
     Tmk_barrier(3);
     if (me == 0 || (me >= 2 && me <= (unsigned)writers)) {
       write_pages(faults, me, round);
-      Tmk_lock_acquire(0);
-      (*done_count(faults))++;
-      Tmk_lock_cond_signal(0, 0);
-      Tmk_lock_release(0);
+      microbench_writes_done(done_count(faults), 0);
     } else if (me == 1) {
-      Tmk_lock_acquire(0);
-      while (*done_count(faults) < writes_done * (unsigned)writers)
-        Tmk_lock_cond_wait(0, 0);
-      Tmk_lock_release(0);
+      microbench_await_writes(done_count(faults), writes_done * (unsigned)writers, 0);
       double start = microbench_now_us();
       sink = read_pages(faults);
       time = (microbench_now_us() - start) / faults;

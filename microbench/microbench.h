@@ -23,6 +23,7 @@
 
 #include <getopt.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,31 @@ static inline void microbench_sort(double *values, int count)
       values[j] = values[j - 1];
     values[j] = value;
   }
+}
+
+/*
+ * Writes handed from writers to a reader through lock `lock` and its
+ * condition 0, not through a barrier: a barrier carries the diffs of pages
+ * with readers along, and the reader would not fault for them.  `count`
+ * is a shared word (0 at first) that each writer bumps once per round.
+ */
+static inline void microbench_writes_done(volatile uint32_t *count, unsigned lock)
+{
+  Tmk_lock_acquire(lock);
+  (*count)++;
+  Tmk_lock_cond_signal(lock, 0);
+  Tmk_lock_release(lock);
+}
+
+/* The reader: returns once `count` has reached `target`, with the writes
+ * made before it visible here (they fault in as the reader touches them). */
+static inline void microbench_await_writes(volatile uint32_t *count, uint32_t target,
+                                           unsigned lock)
+{
+  Tmk_lock_acquire(lock);
+  while (*count < target)
+    Tmk_lock_cond_wait(lock, 0);
+  Tmk_lock_release(lock);
 }
 
 /* The shared block through which the timing process hands its run times to
