@@ -224,9 +224,8 @@ class node {
   void seal(std::uint32_t page, page_extra& extra, bool protect_first = true);
   void drop_twin(page_extra& extra);
   void validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool first_read = false);
-  // Returns the pages process 0 left out (still unfetched), in order.
-  std::vector<std::uint32_t> fetch_whole_pages(const std::vector<std::uint32_t>& pages,
-                                               std::unique_lock<std::mutex>& lock);
+  void fetch_whole_pages(const std::vector<std::uint32_t>& pages,
+                         std::unique_lock<std::mutex>& lock);
   void fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock);
   void handle_diff_request(const incoming_request& request, message_reader& reader);
   void handle_page_request(const incoming_request& request, message_reader& reader);

@@ -203,11 +203,7 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
     batch.push_back(next);
   if (wanted == page_state::unfetched) {
     populate(batch);  // one call makes the memory the copies land in
-    // Pages process 0 could not copy without sealing stay unfetched.
-    std::vector<std::uint32_t> left_out = fetch_whole_pages(batch, lock);
-    std::erase_if(batch, [&](std::uint32_t candidate) {
-      return std::binary_search(left_out.begin(), left_out.end(), candidate);
-    });
+    fetch_whole_pages(batch, lock);
   }
   fetch_diffs(batch, lock);
   for (std::uint32_t fetched : batch) set_state(fetched, page_state::read_only);
@@ -233,8 +229,8 @@ void node::populate(const std::vector<std::uint32_t>& pages) {
 
 // Pages never seen here: process 0's copies, with how far each copy has
 // applied each writer's diffs.
-std::vector<std::uint32_t> node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
-                                                   std::unique_lock<std::mutex>& lock) {
+void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
+                             std::unique_lock<std::mutex>& lock) {
   message_writer request(message_type::page_request);
   request.put_words(pages);
   std::string what = "fetching page " + std::to_string(pages.front()) + " from process 0";
@@ -243,18 +239,13 @@ std::vector<std::uint32_t> node::fetch_whole_pages(const std::vector<std::uint32
   lock.lock();
   message_reader reader(answer);
   if (reader.type() != message_type::page_reply) protocol_failure("malformed page reply");
-  std::vector<std::uint32_t> left_out;
   for (std::uint32_t page : pages) {
     std::uint8_t served = reader.take<std::uint8_t>();
-    if (served == 0) {
-      left_out.push_back(page);
-      continue;
-    }
     // A page never written anywhere is all zeros, as an unfetched page is
     // here (its memory is a hole: never written, or punched when dropped).
     auto contents = served == 1 ? reader.get_bytes() : std::span<const std::byte>{};
     std::uint32_t count = reader.take<std::uint32_t>();
-    if (!reader.ok() || served > 2 || (served == 1 && contents.size() != page_size_) ||
+    if (!reader.ok() || served == 0 || served > 2 || (served == 1 && contents.size() != page_size_) ||
         count > static_cast<std::uint32_t>(nprocs_))
       protocol_failure("malformed page from process 0");
     if (served == 1) memcpy(runtime_page(page), contents.data(), page_size_);
@@ -271,10 +262,7 @@ std::vector<std::uint32_t> node::fetch_whole_pages(const std::vector<std::uint32
     set_state(page, page_state::invalid);
   }
   if (!reader.ok()) protocol_failure("malformed page reply");
-  if (left_out.size() == pages.size() || (!left_out.empty() && left_out.front() == pages.front()))
-    protocol_failure("process 0 left out the page asked for");
-  counters_.page_fetches.fetch_add(pages.size() - left_out.size(), std::memory_order_relaxed);
-  return left_out;
+  counters_.page_fetches.fetch_add(pages.size(), std::memory_order_relaxed);
 }
 
 // Fetches, from every writer at once (one request each, for all the pages),
@@ -426,8 +414,12 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
 }
 
 // Process 0's copy of a page: sealed first if its twin holds writes of a
-// closed interval; the twin itself if it holds only writes of the open
-// interval (which no one may see yet).
+// closed interval (so that no copy ever lacks writes of a closed interval
+// without saying so: garbage collection drops twins without diffs); the
+// twin itself if it holds only writes of the open interval (which no one
+// may see yet).  The pages a fault asks for after the faulting one are
+// sealed too, all with one mprotect: a reader that never saw them reads
+// on, and a page left out would cost it a round trip of its own.
 void node::handle_page_request(const incoming_request& request, message_reader& reader) {
   std::vector<std::uint32_t> pages;
   if (!reader.get_words(pages, 1024) || pages.empty() || rank_ != 0)
@@ -435,28 +427,27 @@ void node::handle_page_request(const incoming_request& request, message_reader& 
   message_writer answer(message_type::page_reply);
   {
     std::lock_guard lock(mutex_);
+    std::vector<std::uint32_t> to_seal;
     for (std::uint32_t page : pages) {
       if (page >= npages_) return reject(request, "page out of range");
-      // The copy holds this process's writes up to own_version.  A page
-      // twinned in the open interval is served as its twin (its writes are
-      // nobody's yet).  A page twinned since a closed interval is sealed if
-      // the requester faulted on it (the first), and left out otherwise, so
-      // that prefetching never seals — and so that no copy ever lacks
-      // writes of a closed interval without saying so (garbage collection
-      // drops twins without diffs).
+      page_extra* found = extras_.find(page);
+      if (found != nullptr && found->twin != nullptr && found->twin_start <= time_[rank_])
+        to_seal.push_back(page);
+    }
+    protect_pages(to_seal, page_state::read_only);
+    for (std::uint32_t page : to_seal) {
+      page_extra& entry = *extras_.find(page);
+      if (entry.twin != nullptr) seal(page, entry, false);  // a page asked for twice
+    }
+    for (std::uint32_t page : pages) {
+      // The copy holds this process's writes up to own_version; a page
+      // twinned in the open interval is served as its twin.
       const std::byte* contents = runtime_page(page);
       std::uint32_t own_version = time_[rank_];
       page_extra* found = extras_.find(page);
       if (found != nullptr && found->twin != nullptr) {
-        if (found->twin_start > time_[rank_]) {
-          contents = found->twin;
-          own_version = found->twin_start - 1;
-        } else if (page == pages.front()) {
-          seal(page, *found);
-        } else {
-          answer.put<std::uint8_t>(0);
-          continue;
-        }
+        contents = found->twin;
+        own_version = found->twin_start - 1;
       }
       if (contents == runtime_page(page) && never_written(page)) {
         answer.put<std::uint8_t>(2);  // all zeros: nothing to copy
