@@ -194,8 +194,8 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
   // An invalid page only if this process has read it before, or reads the
   // faulting page for the first time (a first sweep over data others
   // wrote): fetching its diffs makes the writers seal it, which costs them
-  // a fault at their next write.  (A whole copy from process 0 never seals
-  // anything.)
+  // a fault at their next write.  Never-seen pages always (process 0 seals
+  // those it still writes, once, when it first sends them).
   for (std::uint32_t next = page + 1;
        next < npages_ && batch.size() < config_.prefetch_pages && state_of(next) == wanted &&
        (wanted == page_state::unfetched || first_read || read_before(next));
@@ -245,8 +245,8 @@ void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
     // here (its memory is a hole: never written, or punched when dropped).
     auto contents = served == 1 ? reader.get_bytes() : std::span<const std::byte>{};
     std::uint32_t count = reader.take<std::uint32_t>();
-    if (!reader.ok() || served == 0 || served > 2 || (served == 1 && contents.size() != page_size_) ||
-        count > static_cast<std::uint32_t>(nprocs_))
+    if (!reader.ok() || served == 0 || served > 2 ||
+        (served == 1 && contents.size() != page_size_) || count > static_cast<std::uint32_t>(nprocs_))
       protocol_failure("malformed page from process 0");
     if (served == 1) memcpy(runtime_page(page), contents.data(), page_size_);
     page_extra& entry = extra(page);
