@@ -15,13 +15,12 @@ import datetime
 import io
 import os
 import platform
-import re
 import subprocess
 import sys
 
+from benchmarks_md import write_section
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BEGIN = "<!-- apps:begin -->"
-END = "<!-- apps:end -->"
 SPEEDUP_TARGET = {"jacobi": 1.8, "sor": 1.8, "tsp": 1.7, "fft": 1.5}
 
 
@@ -86,15 +85,7 @@ def main():
     print(section)
     if options.no_write:
         return
-    path = os.path.join(ROOT, "BENCHMARKS.md")
-    text = open(path).read() if os.path.exists(path) else "# tmk benchmarks\n\n"
-    block = BEGIN + "\n" + section + END
-    if BEGIN in text and END in text:
-        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    open(path, "w").write(text)
-    print("wrote", path, file=sys.stderr)
+    print("wrote", write_section("apps", section), file=sys.stderr)
 
 
 if __name__ == "__main__":

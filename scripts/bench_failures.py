@@ -23,9 +23,9 @@ import subprocess
 import sys
 import time
 
+from benchmarks_md import write_section
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BEGIN = "<!-- failures:begin -->"
-END = "<!-- failures:end -->"
 
 SCENARIOS = [
     ("die-holding-lock", 3, "SIGKILL", "process 2 waits in Tmk_lock_acquire for the lock process 1 holds"),
@@ -117,15 +117,7 @@ def main():
     print(section)
     if options.no_write:
         return
-    path = os.path.join(ROOT, "BENCHMARKS.md")
-    text = open(path).read() if os.path.exists(path) else "# tmk benchmarks\n\n"
-    block = BEGIN + "\n" + section + END
-    if BEGIN in text and END in text:
-        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    open(path, "w").write(text)
-    print("wrote", path, file=sys.stderr)
+    print("wrote", write_section("failures", section), file=sys.stderr)
 
 
 if __name__ == "__main__":

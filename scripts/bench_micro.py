@@ -37,9 +37,9 @@ import subprocess
 import sys
 import time
 
+from benchmarks_md import write_section
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BEGIN = "<!-- micro:begin -->"
-END = "<!-- micro:end -->"
 
 SUBSTRATES = ["ucx", "sockets"]
 NOTIFY_MODES = ["interrupt", "poll"]
@@ -465,18 +465,6 @@ def apps_section(apps, nprocs, results):
     return lines
 
 
-def write_section(path, section):
-    text = open(path).read() if os.path.exists(path) else "# tmk benchmarks\n\n"
-    block = BEGIN + "\n" + section + END
-    if BEGIN in text and END in text:
-        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text,
-                      flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    with open(path, "w") as handle:
-        handle.write(text)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
@@ -584,7 +572,7 @@ def main():
     section = "\n".join(lines)
     print(section)
     if not options.no_write:
-        write_section(options.output, section)
+        write_section("micro", section, options.output)
         log("wrote %s and %s" % (options.output, ", ".join(figures.values()) or "no figures"))
     failed = (micro is not None and any(value != value for value in micro.values())) or \
              (apps is not None and any(not verified for _, verified in apps.values()))
