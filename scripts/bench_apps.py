@@ -14,11 +14,10 @@ import csv
 import datetime
 import io
 import os
-import platform
 import subprocess
 import sys
 
-from benchmarks_md import write_section
+from benchmarks_md import machine_description, write_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEEDUP_TARGET = {"jacobi": 1.8, "sor": 1.8, "tsp": 1.7, "fft": 1.5}
@@ -44,13 +43,13 @@ def main():
     lines = [
         "## Applications at their default sizes, tmk beside MPI",
         "",
-        "Measured %s on %s (%d CPUs, Linux %s). Command: `scripts/bench_apps.py --repeat %d` "
+        "Measured %s on %s. Command: `scripts/bench_apps.py --repeat %d` "
         "(`scripts/run_apps.py --csv --mpi`): SOR 2000x1000 10 iterations, TSP 18 cities, Jacobi "
         "1022x1022 500 iterations, 3D FFT 32^3 6 iterations; seconds of the parallel section, "
         "median of %d runs, every run checked against a sequential run. tmk runs over UCX "
         "(shared memory) with its defaults; the MPI versions under Open MPI's defaults. Messages "
         "and kilobytes are what all processes sent (tmk: TMK_STATS; MPI: counted by the program)."
-        % (datetime.date.today().isoformat(), platform.node(), os.cpu_count(), platform.release(),
+        % (datetime.date.today().isoformat(), machine_description(with_ucx=False),
            options.repeat, options.repeat),
         "",
         "| app | procs | tmk s | speed-up | MPI s | MPI speed-up | tmk / MPI | tmk messages | tmk kB | MPI messages | MPI kB | checks |",

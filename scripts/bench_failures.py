@@ -16,14 +16,13 @@ between its markers.
 import argparse
 import datetime
 import os
-import platform
 import re
 import statistics
 import subprocess
 import sys
 import time
 
-from benchmarks_md import write_section
+from benchmarks_md import machine_description, write_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -98,12 +97,12 @@ def main():
     lines = [
         "## Failures: a process lost in the middle of a job",
         "",
-        "Measured %s on %s (%d CPUs, Linux %s). Command: `scripts/bench_failures.py --rounds %d` "
+        "Measured %s on %s. Command: `scripts/bench_failures.py --rounds %d` "
         "(the scenarios of `runtime/test/api_worker`, each run %d times; the time is the median "
         "from the moment the victim sends itself the signal to the end of the whole job: every "
         "survivor has named the lost process and exited non-zero; the tests `api_loss.*` check the "
         "same with a 10 s bound and that no process is left behind)."
-        % (datetime.date.today().isoformat(), platform.node(), os.cpu_count(), platform.release(),
+        % (datetime.date.today().isoformat(), machine_description(with_ucx=False),
            options.rounds, options.rounds),
         "",
         "| scenario | processes | substrate | fault injected | under way | job ended after (s) | survivors reporting the loss | non-zero exit | result claimed after the loss |",

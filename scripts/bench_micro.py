@@ -27,17 +27,14 @@ section records the load average before and after).
 import argparse
 import datetime
 import json
-import math
 import os
-import platform
-import re
 import shlex
 import statistics
 import subprocess
 import sys
 import time
 
-from benchmarks_md import write_section
+from benchmarks_md import machine_description, write_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -74,26 +71,6 @@ def log(text):
 def median(values):
     values = [value for value in values if value == value]
     return statistics.median(values) if values else float("nan")
-
-
-def machine_description():
-    cpu = "?"
-    try:
-        cpu = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-               if line.startswith("model name")][0]
-    except (OSError, IndexError):
-        pass
-    ucx = "?"
-    try:
-        found = re.search(r"Version ([0-9.]+)",
-                          subprocess.run(["ucx_info", "-v"], capture_output=True,
-                                         text=True).stdout)
-        if found:
-            ucx = found.group(1)
-    except OSError:
-        pass
-    return "%s (%d CPUs, %s, Linux %s), UCX %s" % (platform.node(), os.cpu_count(), cpu,
-                                                   platform.release(), ucx)
 
 
 # ---------------------------------------------------------------- microbenchmarks

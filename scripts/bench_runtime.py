@@ -14,12 +14,11 @@ The result goes into BENCHMARKS.md between its markers.
 import argparse
 import datetime
 import os
-import platform
 import statistics
 import subprocess
 import sys
 
-from benchmarks_md import write_section
+from benchmarks_md import machine_description, write_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,22 +75,16 @@ def main():
             figures[label].append(microbench(options.build, name, case, nprocs))
 
     rtt = statistics.median(rtt8)
-    cpu = "?"
-    try:
-        cpu = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-               if line.startswith("model name")][0]
-    except (OSError, IndexError):
-        pass
     lines = [
         "## Runtime: faults, locks and barriers beside the substrate round trip",
         "",
-        "Measured %s on %s (%d CPUs, %s, Linux %s), UCX active messages, interrupt mode. "
+        "Measured %s on %s, UCX active messages, interrupt mode. "
         "Command: `scripts/bench_runtime.py --rounds %d`: each round runs the substrate ping-pong, "
         "then every case below (microbench programs, each the median of 5 runs); the figures are "
         "medians over the rounds, the ratios divide by the round trip of the same rounds. "
         "With more processes than the %d cores, waits block and every hop pays a thread wake-up."
-        % (datetime.date.today().isoformat(), platform.node(), os.cpu_count(), cpu,
-           platform.release(), options.rounds, os.cpu_count()),
+        % (datetime.date.today().isoformat(), machine_description(with_ucx=False), options.rounds,
+           os.cpu_count()),
         "",
         "Substrate round trip: %.3f us at 8 B, %.3f us at 4 KiB." % (rtt, statistics.median(rtt4k)),
         "",

@@ -13,15 +13,13 @@ writes the comparison into BENCHMARKS.md between its markers.
 import argparse
 import datetime
 import os
-import platform
-import re
 import socket
 import statistics
 import subprocess
 import sys
 import time
 
-from benchmarks_md import write_section
+from benchmarks_md import machine_description, write_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -136,24 +134,16 @@ def main():
 
     am = rtt["am, interrupt"]
     today = datetime.date.today().isoformat()
-    cpu = "?"
-    try:
-        cpu = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-               if line.startswith("model name")][0]
-    except (OSError, IndexError):
-        pass
     lines = [
         "## Substrate: ping-pong beside ucx_perftest",
         "",
-        "Measured %s on %s (%d CPUs, %s, Linux %s), UCX %s, UCX's default transport "
+        "Measured %s on %s, UCX's default transport "
         "selection between two processes on one host (shared memory: posix/sysv, cma). "
         "Command: `scripts/bench_substrate.py --rounds %d` — every figure is the median of %d rounds; "
         "in each round ucx_perftest and tmk's pingpong run one after the other, so ratios compare "
         "runs minutes apart at most. Round trips in microseconds (ucx_perftest's one-way latency "
         "doubled), bandwidth in MB/s (10^6 bytes)."
-        % (today, platform.node(), os.cpu_count(), cpu, platform.release(),
-           re.search(r"Version ([0-9.]+)", subprocess.run(["ucx_info", "-v"], capture_output=True, text=True).stdout).group(1),
-           options.rounds, options.rounds),
+        % (today, machine_description(), options.rounds, options.rounds),
         "",
         "| measure | ucx_perftest | tmk | tmk / ucx_perftest | target |",
         "| --- | --- | --- | --- | --- |",

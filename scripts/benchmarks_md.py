@@ -4,7 +4,9 @@ Each script owns the text between its markers <!-- NAME:begin --> and
 <!-- NAME:end -->; a file or a section not there yet is created.
 """
 import os
+import platform
 import re
+import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_PATH = os.path.join(ROOT, "BENCHMARKS.md")
@@ -22,3 +24,27 @@ def write_section(name, section, path=DEFAULT_PATH):
     with open(path, "w") as handle:
         handle.write(text)
     return path
+
+
+def machine_description(with_ucx=True):
+    """'host (N CPUs, CPU model, Linux release)', and ', UCX version'."""
+    cpu = "?"
+    try:
+        cpu = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+               if line.startswith("model name")][0]
+    except (OSError, IndexError):
+        pass
+    text = "%s (%d CPUs, %s, Linux %s)" % (platform.node(), os.cpu_count(), cpu,
+                                          platform.release())
+    if not with_ucx:
+        return text
+    ucx = "?"
+    try:
+        found = re.search(r"Version ([0-9.]+)",
+                          subprocess.run(["ucx_info", "-v"], capture_output=True,
+                                         text=True).stdout)
+        if found:
+            ucx = found.group(1)
+    except OSError:
+        pass
+    return text + ", UCX " + ucx
