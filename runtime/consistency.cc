@@ -4,8 +4,8 @@
 // some page is twinned (written since it was last sealed); its write
 // notices are the twinned pages, which stay writable.  Incorporating an
 // interval records, per page, that its writer has newer diffs, seals the
-// page first if this process has unsaved writes to it, and invalidates a
-// valid copy — unless the diffs that notice refers to are already applied.
+// page if this process has unsaved writes to it, and invalidates a valid
+// copy — unless the diffs that notice refers to are already applied.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -55,7 +55,7 @@ void node::close_interval() {
 bool node::incorporate(message_reader& reader) {
   std::vector<interval_record> records;
   if (!intervals_decode(reader, nprocs_, npages_, records)) return false;
-  std::vector<std::uint32_t> invalidated;
+  std::vector<std::uint32_t> invalidated, resealed;
   unsigned long notices = 0;
   for (auto& record : records) {
     int owner = record.owner;
@@ -75,11 +75,19 @@ bool node::incorporate(message_reader& reader) {
         // Only a copy held here needs anything now.
         page_state state = state_of(page);
         if (state != page_state::read_only && state != page_state::read_write) continue;
-        if (record.index <= applied(page, owner)) continue;  // in a range applied already
         // The application cannot write now, and the page is protected
-        // from it below with the others.
+        // from it below with the others.  A twin never spans a notice of
+        // another writer for its page, even one whose diffs the copy holds
+        // already (a whole copy from process 0 carries writes of intervals
+        // not heard of yet): a diff is ordered by its first interval, so
+        // writes made after hearing of the other writer's must start a
+        // diff of their own, ordered after it.
         page_extra& entry = extra(page);
         if (entry.twin != nullptr) seal(page, entry, false);
+        if (record.index <= applied(page, owner)) {  // in a range applied already
+          if (state == page_state::read_write) resealed.push_back(page);
+          continue;
+        }
         set_state(page, page_state::invalid);
         invalidated.push_back(page);
       }
@@ -87,6 +95,7 @@ bool node::incorporate(message_reader& reader) {
     time_[owner] = record.index;
     if (!intervals_.add(std::move(record))) return false;
   }
+  protect_pages(resealed, page_state::read_only);
   protect_pages(invalidated, page_state::invalid);
   counters_.write_notices.fetch_add(notices, std::memory_order_relaxed);
   return true;

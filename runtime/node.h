@@ -13,9 +13,15 @@
 //   one per interval.  The page is sealed — write permission taken away
 //   first, then the diff against the twin made and the twin dropped — only
 //   when some process asks for those writes, when a write notice from
-//   another process invalidates the page, or at garbage collection.  A
-//   sealed diff is labelled with the intervals it covers, [twin_start,
-//   last closed]; for one page and writer these ranges never overlap.
+//   another process for the page arrives (even one whose writes the copy
+//   holds already), or at garbage collection.  A sealed diff is labelled
+//   with the intervals it covers, [twin_start, last closed]; for one page
+//   and writer these ranges never overlap.  Diffs are applied in the order
+//   of their first intervals, which is happens-before order for every
+//   write in them because a twin never spans a notice of another writer
+//   for its page: the writes of other processes that a diff's writes
+//   follow come before its first interval.  (So a diff may also carry
+//   writes of the open interval made before the seal.)
 // - Each process records per page and writer how far it has applied that
 //   writer's diffs and how far it has been notified; a fault fetches the
 //   missing ranges from every writer at once and applies the diffs in

@@ -78,6 +78,19 @@ TEST_P(api_stress, matches_the_sequential_oracle) {
 INSTANTIATE_TEST_SUITE_P(seeds, api_stress,
                          ::testing::Combine(::testing::Values(2, 3, 5, 8), ::testing::Values(11, 12, 13)));
 
+// Writes made after hearing of another writer's interval are ordered after
+// it, even when the page was copied whole from process 0 with that
+// interval's writes before this process heard of it.
+class api_copy_order : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+TEST_P(api_copy_order, a_later_write_survives) {
+  auto [nprocs, substrate] = GetParam();
+  program_result result = run_worker("copy-order", nprocs, substrate);
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  EXPECT_NE(result.out.find("copy-order: passed"), std::string::npos) << describe(result);
+}
+INSTANTIATE_TEST_SUITE_P(all, api_copy_order,
+                         ::testing::Combine(::testing::Values(4, 8), ::testing::Values("ucx", "sockets")));
+
 struct misuse_case {
   const char* scenario;
   const char* message;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -349,6 +350,92 @@ static void stress(void) {
   finish("stress");
 }
 
+/* Steps in a fixed order across processes through a flag outside the
+ * shared region (an anonymous mapping made before Tmk_startup, shared by
+ * the processes it forks), so that the order tells no process anything
+ * about the others' intervals. */
+static volatile int *step_flag;
+
+static void wait_for_step(int wanted) {
+  int waited_ms = 0;
+  while (__atomic_load_n(step_flag, __ATOMIC_ACQUIRE) < wanted) {
+    if (waited_ms++ > 30000) {
+      fprintf(stderr, "process %u: step %d never came\n", Tmk_proc_id, wanted);
+      Tmk_exit(4);
+    }
+    usleep(1000);
+  }
+}
+
+static void start_step(int next) { __atomic_store_n(step_flag, next, __ATOMIC_RELEASE); }
+
+/* A page copied whole from process 0 holds writes of intervals its
+ * receiver has not heard of; after hearing of them (a lock grant), the
+ * receiver's writes to that page must come after them everywhere.
+ * Process 1 writes x under lock 0 in an interval with a high vector time
+ * (many intervals before it); process 0 reads it; process 2 copies the
+ * page from process 0, writes another word, then increments x under the
+ * lock; process 3, holding an old copy, then reads x: it applies both
+ * writers' diffs and must see the increment.  Needs 4 processes. */
+static void copy_order(void) {
+  int i, *x, *scratch;
+  if (Tmk_nprocs < 4) {
+    if (Tmk_proc_id == 0) fprintf(stderr, "copy-order needs 4 processes or more\n");
+    Tmk_exit(2);
+  }
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc(4 * PAGE_WORDS * sizeof(int));
+    memset(shared_ints, 0, 4 * PAGE_WORDS * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  x = shared_ints + PAGE_WORDS / 2; /* x[0] = x, x[4] read by process 2, x[8] written by it */
+  scratch = shared_ints + 3 * PAGE_WORDS;
+  if (Tmk_proc_id == 3) {
+    check(x[0] == 0, "x in the first copy", x[0], 0);
+    start_step(1);
+  }
+  if (Tmk_proc_id == 1) {
+    wait_for_step(1);
+    for (i = 0; i < 12; i++) { /* intervals of its own, no messages */
+      Tmk_lock_acquire(1);
+      scratch[i]++;
+      Tmk_lock_release(1);
+    }
+    Tmk_lock_acquire(0);
+    x[0] = 10;
+    Tmk_lock_release(0);
+    start_step(2);
+  }
+  if (Tmk_proc_id == 0) {
+    wait_for_step(2);
+    Tmk_lock_acquire(0);
+    check(x[0] == 10, "x after process 1's write", x[0], 10);
+    Tmk_lock_release(0);
+    start_step(3);
+  }
+  if (Tmk_proc_id == 2) {
+    wait_for_step(3);
+    check(x[4] == 0, "a word never written", x[4], 0); /* a whole copy from process 0 */
+    x[8] = 5;
+    Tmk_lock_acquire(0);
+    check(x[0] == 10, "x before the increment", x[0], 10);
+    x[0] += 1;
+    Tmk_lock_release(0);
+    start_step(4);
+  }
+  if (Tmk_proc_id == 3) {
+    wait_for_step(4);
+    Tmk_lock_acquire(0);
+    check(x[0] == 11, "x after the increment", x[0], 11);
+    Tmk_lock_release(0);
+  }
+  Tmk_barrier(1);
+  check(x[0] == 11, "x after the barrier", x[0], 11);
+  check(x[8] == 5, "the other word after the barrier", x[8], 5);
+  finish("copy-order");
+}
+
 /* A process lost in the middle of the job: the others must report it and
  * stop.  "die-holding-lock": process 1 dies holding a lock process 2 waits
  * for; "die-in-barrier": the last process dies while the others wait at a
@@ -496,6 +583,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (strcmp(scenario, "before-startup") == 0) Tmk_barrier(0);
+  if (strcmp(scenario, "copy-order") == 0) {
+    step_flag = mmap(NULL, sizeof *step_flag, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (step_flag == MAP_FAILED) return 2;
+  }
   Tmk_startup(argc, argv);
   if (strcmp(scenario, "release-acquire") == 0) release_acquire();
   else if (strcmp(scenario, "false-sharing") == 0) false_sharing();
@@ -505,6 +596,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "allocation") == 0) allocation();
   else if (strcmp(scenario, "garbage") == 0) garbage();
   else if (strcmp(scenario, "stress") == 0) stress();
+  else if (strcmp(scenario, "copy-order") == 0) copy_order();
   else if (strcmp(scenario, "memory") == 0) memory();
   else if (strncmp(scenario, "die-", 4) == 0 || strncmp(scenario, "stop-", 5) == 0) lost_process(scenario);
   else misuse(scenario);
