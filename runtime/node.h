@@ -229,7 +229,7 @@ class node {
   void make_writable(std::uint32_t page);
   void seal(std::uint32_t page, page_extra& extra, bool protect_first = true);
   void drop_twin(page_extra& extra);
-  void validate(std::uint32_t page, std::unique_lock<std::mutex>& lock);
+  void validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool first_read = false);
   void fetch_whole_pages(const std::vector<std::uint32_t>& pages,
                          std::unique_lock<std::mutex>& lock);
   void fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock);

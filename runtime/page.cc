@@ -126,8 +126,9 @@ bool node::handle_fault(void* address) {
     case page_state::unfetched:
       // A write to an invalid page faults again once the page is valid.
       counters_.read_faults.fetch_add(1, std::memory_order_relaxed);
+      bool first_read = !read_before(page);
       read_bits_[page / 64] |= std::uint64_t{1} << (page % 64);
-      validate(page, lock);
+      validate(page, lock, first_read);
       return true;
   }
   return false;
@@ -187,16 +188,17 @@ void node::drop_twin(page_extra& entry) {
 // in the same state (never seen, or invalid), whose fetches share the same
 // messages: programs read shared arrays in order, and a fault costs a round
 // trip, a page's diffs only their bytes.
-void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock) {
+void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool first_read) {
   page_state wanted = state_of(page);
   std::vector<std::uint32_t> batch{page};
-  // An invalid page only if this process has read it before: fetching its
-  // diffs makes the writers seal it, which costs them a fault at their next
-  // write.  Never-seen pages always (process 0 seals those it still writes,
-  // once, when it first sends them).
+  // An invalid page only if this process has read it before, or reads the
+  // faulting page for the first time (a first sweep over data others
+  // wrote): fetching its diffs makes the writers seal it, which costs them
+  // a fault at their next write.  Never-seen pages always (process 0 seals
+  // those it still writes, once, when it first sends them).
   for (std::uint32_t next = page + 1;
        next < npages_ && batch.size() < config_.prefetch_pages && state_of(next) == wanted &&
-       (wanted == page_state::unfetched || read_before(next));
+       (wanted == page_state::unfetched || first_read || read_before(next));
        ++next)
     batch.push_back(next);
   if (wanted == page_state::unfetched) {
