@@ -20,12 +20,14 @@ namespace {
 constexpr std::size_t page_size = 4096;
 constexpr std::size_t words = page_size / tmk::diff_word;
 
-// A twin and a page that differs from it in `changed` words, evenly spaced.
+// A twin and a page that differs from it in `changed` words, evenly spaced:
+// in every byte, or (low_byte_only) in the lowest, as a small integer's
+// increment does; such a diff carries byte masks.
 struct page_pair {
   alignas(64) std::byte twin[page_size];
   alignas(64) std::byte page[page_size];
 
-  explicit page_pair(std::size_t changed) {
+  explicit page_pair(std::size_t changed, bool low_byte_only = false) {
     for (std::size_t i = 0; i < words; ++i) {
       std::uint32_t value = static_cast<std::uint32_t>(i * 2654435761u);
       std::memcpy(twin + i * tmk::diff_word, &value, sizeof value);
@@ -36,14 +38,14 @@ struct page_pair {
     for (std::size_t k = 0; k < changed; ++k) {
       std::uint32_t value;
       std::memcpy(&value, page + k * step * tmk::diff_word, sizeof value);
-      value = ~value;
+      value = low_byte_only ? value ^ 0x5a : ~value;
       std::memcpy(page + k * step * tmk::diff_word, &value, sizeof value);
     }
   }
 };
 
-void diff_create_page(benchmark::State& state) {
-  page_pair pair(static_cast<std::size_t>(state.range(0)));
+void diff_create(benchmark::State& state, bool low_byte_only) {
+  page_pair pair(static_cast<std::size_t>(state.range(0)), low_byte_only);
   std::vector<std::byte> out;
   out.reserve(2 * page_size);
   std::size_t size = 0;
@@ -57,8 +59,8 @@ void diff_create_page(benchmark::State& state) {
   state.counters["diff_bytes"] = static_cast<double>(size);
 }
 
-void diff_apply_page(benchmark::State& state) {
-  page_pair pair(static_cast<std::size_t>(state.range(0)));
+void diff_apply(benchmark::State& state, bool low_byte_only) {
+  page_pair pair(static_cast<std::size_t>(state.range(0)), low_byte_only);
   std::vector<std::byte> diff;
   tmk::diff_create(pair.twin, pair.page, page_size, diff);
   alignas(64) static std::byte target[page_size];
@@ -72,6 +74,11 @@ void diff_apply_page(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * page_size));
   state.counters["diff_bytes"] = static_cast<double>(diff.size());
 }
+
+void diff_create_page(benchmark::State& state) { diff_create(state, false); }
+void diff_apply_page(benchmark::State& state) { diff_apply(state, false); }
+void diff_create_low_bytes(benchmark::State& state) { diff_create(state, true); }
+void diff_apply_low_bytes(benchmark::State& state) { diff_apply(state, true); }
 
 void memcpy_page(benchmark::State& state) {
   page_pair pair(0);
@@ -87,6 +94,8 @@ void memcpy_page(benchmark::State& state) {
 
 BENCHMARK(diff_create_page)->ArgName("changed_words")->Arg(0)->Arg(1)->Arg(64)->Arg(words);
 BENCHMARK(diff_apply_page)->ArgName("changed_words")->Arg(0)->Arg(1)->Arg(64)->Arg(words);
+BENCHMARK(diff_create_low_bytes)->ArgName("changed_words")->Arg(64)->Arg(words);
+BENCHMARK(diff_apply_low_bytes)->ArgName("changed_words")->Arg(64)->Arg(words);
 BENCHMARK(memcpy_page);
 
 BENCHMARK_MAIN();

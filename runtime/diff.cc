@@ -11,6 +11,10 @@ namespace tmk {
 
 namespace {
 
+// Bit 15 of a run's count: the run carries byte masks.
+constexpr std::uint16_t masked_run = 0x8000;
+constexpr std::size_t max_run = 0x7fff;
+
 inline bool word_equal(const std::byte* a, const std::byte* b, std::size_t word) {
   std::uint32_t x, y;
   memcpy(&x, a + word * diff_word, 4);
@@ -18,33 +22,55 @@ inline bool word_equal(const std::byte* a, const std::byte* b, std::size_t word)
   return x == y;
 }
 
-// Change masks: bit i of masks[b] is set when word 64*b+i differs between
-// the two copies.  One call scans a whole page (so that the function chosen
-// for this CPU is called once, not once per block) and returns whether any
-// word differs.  Words past the last whole block of 64 are left to the
-// caller.
+// The byte mask of one word: bit b set when byte b differs.
+inline unsigned word_nibble(const std::byte* twin, const std::byte* page) {
+  std::uint32_t x, y;
+  memcpy(&x, twin, 4);
+  memcpy(&y, page, 4);
+  std::uint32_t differ = x ^ y;
+  // The high bit of each byte: set when the byte is not zero.
+  std::uint32_t nonzero = (((differ & 0x7f7f7f7fu) + 0x7f7f7f7fu) | differ) & 0x80808080u;
+  // Bits 7, 15, 23 and 31 gathered into bits 24 to 27.
+  return ((nonzero >> 7) * 0x01020408u) >> 24 & 0xf;
+}
+
+// What one pass over both copies finds, per block of 64 words: bit i of
+// changed[block] is set when word 64*block+i differs, and every_byte[block]
+// when all the block's bytes differ (its words need no byte masks: data
+// rewritten, the common case).  One call scans a whole page (so that the
+// function chosen for this CPU is called once, not once per block) and
+// returns whether any word differs.  Words past the last whole block of 64
+// are left to the caller.
 using scan_function = bool (*)(const std::byte*, const std::byte*, std::size_t blocks,
-                               std::uint64_t* masks);
+                               std::uint64_t* changed, bool* every_byte);
 
 bool scan_portable(const std::byte* a, const std::byte* b, std::size_t blocks,
-                   std::uint64_t* masks) {
+                   std::uint64_t* changed, bool* every_byte) {
   std::uint64_t any = 0;
   for (std::size_t block = 0; block < blocks; ++block) {
     const std::byte* x = a + block * 64 * diff_word;
     const std::byte* y = b + block * 64 * diff_word;
     std::uint64_t mask = 0;
 #if defined(__SSE2__)
+    __m128i least = _mm_set1_epi8(-1);
     for (int part = 0; part < 16; ++part) {
       __m128i p = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16 * part));
       __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(y + 16 * part));
       auto same = static_cast<std::uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(p, q))));
       mask |= (~same & 0xf) << (4 * part);
+      least = _mm_min_epu8(least, _mm_xor_si128(p, q));
     }
+    every_byte[block] = _mm_movemask_epi8(_mm_cmpeq_epi8(least, _mm_setzero_si128())) == 0;
 #else
-    for (std::size_t i = 0; i < 64; ++i)
-      if (!word_equal(x, y, i)) mask |= std::uint64_t{1} << i;
+    unsigned all = 0xf;
+    for (std::size_t i = 0; i < 64; ++i) {
+      unsigned nibble = word_nibble(x + i * diff_word, y + i * diff_word);
+      if (nibble != 0) mask |= std::uint64_t{1} << i;
+      all &= nibble;
+    }
+    every_byte[block] = all == 0xf;
 #endif
-    masks[block] = mask;
+    changed[block] = mask;
     any |= mask;
   }
   return any != 0;
@@ -52,38 +78,48 @@ bool scan_portable(const std::byte* a, const std::byte* b, std::size_t blocks,
 
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) bool scan_avx2(const std::byte* a, const std::byte* b,
-                                               std::size_t blocks, std::uint64_t* masks) {
+                                               std::size_t blocks, std::uint64_t* changed,
+                                               bool* every_byte) {
   std::uint64_t any = 0;
   for (std::size_t block = 0; block < blocks; ++block) {
     const std::byte* x = a + block * 64 * diff_word;
     const std::byte* y = b + block * 64 * diff_word;
     std::uint64_t same = 0;
+    __m256i least = _mm256_set1_epi8(-1);
     for (int part = 0; part < 8; ++part) {
       __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * part));
       __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * part));
       same |= static_cast<std::uint64_t>(
                   _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(p, q))))
               << (8 * part);
+      least = _mm256_min_epu8(least, _mm256_xor_si256(p, q));
     }
-    masks[block] = ~same;
+    every_byte[block] = _mm256_movemask_epi8(_mm256_cmpeq_epi8(least, _mm256_setzero_si256())) == 0;
+    changed[block] = ~same;
     any |= ~same;
   }
   return any != 0;
 }
 
-__attribute__((target("avx512f"))) bool scan_avx512(const std::byte* a, const std::byte* b,
-                                                    std::size_t blocks, std::uint64_t* masks) {
+__attribute__((target("avx512f,avx512bw"))) bool scan_avx512(const std::byte* a,
+                                                             const std::byte* b,
+                                                             std::size_t blocks,
+                                                             std::uint64_t* changed,
+                                                             bool* every_byte) {
   std::uint64_t any = 0;
   for (std::size_t block = 0; block < blocks; ++block) {
     const std::byte* x = a + block * 64 * diff_word;
     const std::byte* y = b + block * 64 * diff_word;
     std::uint64_t mask = 0;
+    __m512i least = _mm512_set1_epi8(-1);
     for (int part = 0; part < 4; ++part) {
       __m512i p = _mm512_loadu_si512(x + 64 * part);
       __m512i q = _mm512_loadu_si512(y + 64 * part);
       mask |= static_cast<std::uint64_t>(_mm512_cmpneq_epi32_mask(p, q)) << (16 * part);
+      least = _mm512_min_epu8(least, _mm512_xor_si512(p, q));
     }
-    masks[block] = mask;
+    every_byte[block] = _mm512_test_epi8_mask(least, least) == ~std::uint64_t{0};
+    changed[block] = mask;
     any |= mask;
   }
   return any != 0;
@@ -92,13 +128,81 @@ __attribute__((target("avx512f"))) bool scan_avx512(const std::byte* a, const st
 
 scan_function pick_scan_function() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return &scan_avx512;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return &scan_avx512;
   if (__builtin_cpu_supports("avx2")) return &scan_avx2;
 #endif
   return &scan_portable;
 }
 
-const scan_function scan_changes = pick_scan_function();
+scan_function scan_changes = pick_scan_function();
+
+// The byte masks of count words, two to a byte, the low one first; returns
+// whether some word changed in only some of its bytes.
+using byte_mask_function = bool (*)(const std::byte* twin, const std::byte* page,
+                                    std::size_t count, std::uint8_t* nibbles);
+
+bool byte_masks_portable(const std::byte* twin, const std::byte* page, std::size_t count,
+                         std::uint8_t* nibbles) {
+  unsigned all = 0xf;
+  for (std::size_t word = 0; word < count; ++word) {
+    unsigned nibble = word_nibble(twin + word * diff_word, page + word * diff_word);
+    all &= nibble;
+    if (word % 2 == 0)
+      nibbles[word / 2] = static_cast<std::uint8_t>(nibble);
+    else
+      nibbles[word / 2] = static_cast<std::uint8_t>(nibbles[word / 2] | (nibble << 4));
+  }
+  return all != 0xf;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) bool byte_masks_avx2(const std::byte* twin, const std::byte* page,
+                                                     std::size_t count, std::uint8_t* nibbles) {
+  std::uint32_t all = ~std::uint32_t{0};
+  std::size_t word = 0;
+  for (; word + 8 <= count; word += 8) {
+    __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(twin + word * diff_word));
+    __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(page + word * diff_word));
+    auto differ = ~static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(p, q)));
+    memcpy(nibbles + word / 2, &differ, sizeof differ);
+    all &= differ;
+  }
+  _mm256_zeroupper();  // SSE code after dirty upper halves runs several times slower
+  bool rest = byte_masks_portable(twin + word * diff_word, page + word * diff_word, count - word,
+                                  nibbles + word / 2);
+  return rest || all != ~std::uint32_t{0};
+}
+
+__attribute__((target("avx512f,avx512bw"))) bool byte_masks_avx512(const std::byte* twin,
+                                                                   const std::byte* page,
+                                                                   std::size_t count,
+                                                                   std::uint8_t* nibbles) {
+  std::uint64_t all = ~std::uint64_t{0};
+  std::size_t word = 0;
+  for (; word + 16 <= count; word += 16) {
+    __m512i p = _mm512_loadu_si512(twin + word * diff_word);
+    __m512i q = _mm512_loadu_si512(page + word * diff_word);
+    std::uint64_t differ = _mm512_cmpneq_epi8_mask(p, q);
+    memcpy(nibbles + word / 2, &differ, sizeof differ);
+    all &= differ;
+  }
+  _mm256_zeroupper();
+  bool rest = byte_masks_portable(twin + word * diff_word, page + word * diff_word, count - word,
+                                  nibbles + word / 2);
+  return rest || all != ~std::uint64_t{0};
+}
+#endif
+
+byte_mask_function pick_byte_masks() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+    return &byte_masks_avx512;
+  if (__builtin_cpu_supports("avx2")) return &byte_masks_avx2;
+#endif
+  return &byte_masks_portable;
+}
+
+byte_mask_function byte_masks = pick_byte_masks();
 
 // Copies a run's words: a single word (the common case of scattered
 // writes) without a call.
@@ -109,23 +213,129 @@ inline void copy_words(std::byte* to, const std::byte* from, std::size_t count) 
     memcpy(to, from, count * diff_word);
 }
 
+// Writes only the bytes of count words that their nibbles (two to a byte,
+// the low one first) name.
+using masked_copy_function = void (*)(std::byte* to, const std::byte* from,
+                                      const std::byte* nibbles, std::size_t count);
+
+void copy_masked_portable(std::byte* to, const std::byte* from, const std::byte* nibbles,
+                          std::size_t count) {
+  for (std::size_t word = 0; word < count; ++word) {
+    unsigned nibble = (std::to_integer<unsigned>(nibbles[word / 2]) >> (4 * (word % 2))) & 0xf;
+    if (nibble == 0xf) {
+      memcpy(to + word * diff_word, from + word * diff_word, diff_word);
+      continue;
+    }
+    for (unsigned i = 0; i < diff_word; ++i)
+      if (nibble & (1u << i)) to[word * diff_word + i] = from[word * diff_word + i];
+  }
+}
+
+#if defined(__x86_64__)
+// Eight words at a time: their 32 mask bits become a byte mask (bit k
+// selects byte k) for one blend.
+__attribute__((target("avx2"))) void copy_masked_avx2(std::byte* to, const std::byte* from,
+                                                      const std::byte* nibbles,
+                                                      std::size_t count) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i select = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  std::size_t word = 0;
+  for (; word + 8 <= count; word += 8) {
+    std::uint32_t bits;
+    memcpy(&bits, nibbles + word / 2, sizeof bits);
+    __m256i mask = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), spread);
+    mask = _mm256_cmpeq_epi8(_mm256_and_si256(mask, select), select);
+    auto* target = reinterpret_cast<__m256i*>(to + word * diff_word);
+    __m256i old = _mm256_loadu_si256(target);
+    __m256i fresh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + word * diff_word));
+    _mm256_storeu_si256(target, _mm256_blendv_epi8(old, fresh, mask));
+  }
+  _mm256_zeroupper();
+  copy_masked_portable(to + word * diff_word, from + word * diff_word, nibbles + word / 2,
+                       count - word);
+}
+#endif
+
+masked_copy_function pick_masked_copy() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) return &copy_masked_avx2;
+#endif
+  return &copy_masked_portable;
+}
+
+masked_copy_function copy_masked = pick_masked_copy();
+
+std::size_t run_bytes(std::size_t count, bool masked) {
+  return count * diff_word + (masked ? (count + 1) / 2 : 0);
+}
+
+void put_header(std::byte* at, std::size_t first, std::size_t count, bool masked) {
+  diff_run_header header{static_cast<std::uint16_t>(first),
+                         static_cast<std::uint16_t>(count | (masked ? masked_run : 0))};
+  memcpy(at, &header, sizeof header);
+}
+
 }  // namespace
 
+bool diff_select_code(diff_code code) {
+  switch (code) {
+    case diff_code::best:
+      scan_changes = pick_scan_function();
+      byte_masks = pick_byte_masks();
+      copy_masked = pick_masked_copy();
+      return true;
+#if defined(__x86_64__)
+    case diff_code::avx512:
+      if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+          !__builtin_cpu_supports("avx2"))
+        return false;
+      scan_changes = &scan_avx512;
+      byte_masks = &byte_masks_avx512;
+      copy_masked = &copy_masked_avx2;
+      return true;
+    case diff_code::avx2:
+      if (!__builtin_cpu_supports("avx2")) return false;
+      scan_changes = &scan_avx2;
+      byte_masks = &byte_masks_avx2;
+      copy_masked = &copy_masked_avx2;
+      return true;
+#else
+    case diff_code::avx512:
+    case diff_code::avx2:
+      return false;
+#endif
+    case diff_code::portable:
+      scan_changes = &scan_portable;
+      byte_masks = &byte_masks_portable;
+      copy_masked = &copy_masked_portable;
+      return true;
+  }
+  return false;
+}
+
 // One vectorised pass over both copies marks the changed words in a bit
-// mask (a page that did not change costs only that pass); the runs are then
-// read off the mask, each found with a count of trailing zeros, and copied
-// out.
+// mask, and the blocks of 64 words whose every byte changed (a page that
+// did not change costs only that pass); the runs are then read off the
+// mask, each found with a count of trailing zeros, and copied out.  A run
+// that is not all in blocks changed in every byte gets its byte masks from
+// a second pass over its own words, and carries them if some word changed
+// in only some of its bytes, so that applying it leaves that word's other
+// bytes alone (another process may have written them: bytes are separate
+// objects in C).
 std::size_t diff_create(const std::byte* twin, const std::byte* page, std::size_t page_size,
                         std::vector<std::byte>& out) {
   const std::size_t words = page_size / diff_word;
   const std::size_t blocks = words / 64;
   std::uint64_t masks[diff_max_page / diff_word / 64 + 1];
-  bool changed = scan_changes(twin, page, blocks, masks);
+  bool every_byte[diff_max_page / diff_word / 64 + 1];
+  bool changed = scan_changes(twin, page, blocks, masks, every_byte);
   if (words % 64 != 0) {
     std::uint64_t tail = 0;
     for (std::size_t word = blocks * 64; word < words; ++word)
       if (!word_equal(twin, page, word)) tail |= std::uint64_t{1} << (word % 64);
     masks[blocks] = tail;
+    every_byte[blocks] = false;
     changed |= tail != 0;
   }
   if (!changed) return 0;
@@ -144,30 +354,49 @@ std::size_t diff_create(const std::byte* twin, const std::byte* page, std::size_
   };
 
   const std::size_t start = out.size();
-  // Short runs gather in a scratch buffer (the worst case, runs of one
-  // word between unchanged ones, is page_size plus one header) and are
+  // Short runs gather in a scratch buffer (the worst case, masked runs of
+  // one word between unchanged ones, is under twice page_size) and are
   // appended at the end; a long run goes straight to the output, after
   // what gathered, so that its words are copied once.  Growing the output
   // to the worst case first would clear memory only to overwrite it.
   thread_local std::vector<std::byte> scratch;
-  if (scratch.size() < page_size + sizeof(diff_run_header))
-    scratch.resize(page_size + sizeof(diff_run_header));
+  thread_local std::vector<std::uint8_t> nibbles;
+  if (scratch.size() < 2 * page_size + sizeof(diff_run_header)) {
+    scratch.resize(2 * page_size + sizeof(diff_run_header));
+    nibbles.resize(words / 2 + 8);
+  }
   std::byte* at = scratch.data();
   for (std::size_t first = next(0, true); first < words; first = next(first, true)) {
     std::size_t end = next(first, false);
-    // A 16-bit count: a longer run is cut in pieces.
-    for (; first < end; ) {
-      std::size_t count = std::min<std::size_t>(end - first, 65535);
-      diff_run_header header{static_cast<std::uint16_t>(first), static_cast<std::uint16_t>(count)};
-      memcpy(at, &header, sizeof header);
-      at += sizeof header;
+    // A 15-bit count: a longer run is cut in pieces.
+    for (; first < end;) {
+      std::size_t count = std::min(end - first, max_run);
+      const std::byte* from = page + first * diff_word;
+      bool masked = false;
+      if (count == 1) {  // scattered writes: no call
+        nibbles[0] = static_cast<std::uint8_t>(word_nibble(twin + first * diff_word, from));
+        masked = nibbles[0] != 0xf;
+      } else if (!std::all_of(every_byte + first / 64, every_byte + (first + count - 1) / 64 + 1,
+                              [](bool every) { return every; })) {
+        masked = byte_masks(twin + first * diff_word, from, count, nibbles.data());
+      }
+      std::size_t mask_bytes = masked ? (count + 1) / 2 : 0;
+      const auto* mask_data = reinterpret_cast<const std::byte*>(nibbles.data());
       if (count >= 64) {
         out.insert(out.end(), scratch.data(), at);
         at = scratch.data();
-        out.insert(out.end(), page + first * diff_word, page + (first + count) * diff_word);
+        std::size_t header_at = out.size();
+        out.resize(header_at + sizeof(diff_run_header));
+        put_header(out.data() + header_at, first, count, masked);
+        out.insert(out.end(), from, from + count * diff_word);
+        out.insert(out.end(), mask_data, mask_data + mask_bytes);
       } else {
-        copy_words(at, page + first * diff_word, count);
+        put_header(at, first, count, masked);
+        at += sizeof(diff_run_header);
+        copy_words(at, from, count);
         at += count * diff_word;
+        memcpy(at, mask_data, mask_bytes);
+        at += mask_bytes;
       }
       first += count;
     }
@@ -184,10 +413,9 @@ bool diff_valid(std::span<const std::byte> diff, std::size_t page_size) {
     if (diff.size() - at < sizeof header) return false;
     memcpy(&header, diff.data() + at, sizeof header);
     at += sizeof header;
-    std::size_t bytes = std::size_t{header.word_count} * diff_word;
-    if (header.word_count == 0 || header.first_word + std::size_t{header.word_count} > words ||
-        diff.size() - at < bytes)
-      return false;
+    std::size_t count = header.word_count & max_run;
+    std::size_t bytes = run_bytes(count, (header.word_count & masked_run) != 0);
+    if (count == 0 || header.first_word + count > words || diff.size() - at < bytes) return false;
     at += bytes;
   }
   return true;
@@ -200,8 +428,14 @@ bool diff_apply(std::byte* page, std::size_t page_size, std::span<const std::byt
     diff_run_header header;
     memcpy(&header, diff.data() + at, sizeof header);
     at += sizeof header;
-    copy_words(page + header.first_word * diff_word, diff.data() + at, header.word_count);
-    at += std::size_t{header.word_count} * diff_word;
+    std::size_t count = header.word_count & max_run;
+    bool masked = (header.word_count & masked_run) != 0;
+    std::byte* to = page + header.first_word * diff_word;
+    if (masked)
+      copy_masked(to, diff.data() + at, diff.data() + at + count * diff_word, count);
+    else
+      copy_words(to, diff.data() + at, count);
+    at += run_bytes(count, masked);
   }
   return true;
 }

@@ -1,10 +1,15 @@
-// diff.h — run-length encoded word diffs between a page and its twin.
+// diff.h — run-length encoded diffs between a page and its twin.
 //
 // A diff lists the 4-byte words of a page that differ from its twin, as
-// runs: {u16 first word, u16 word count, the words}.  Word granularity is
-// what lets two processes write different words of one page (false
-// sharing) and both writes survive.  Creating a diff reads both copies
-// once, a vector register at a time; applying one copies each run.
+// runs: {u16 first word, u16 word count, the words}.  A run in which some
+// word changed in only some of its bytes also carries a byte mask per word
+// (a nibble, bit b for byte b, two to a byte, the low one first) after its
+// words, and bit 15 of its count says so; applying it writes only those
+// bytes.  Word runs with byte masks are what let two processes write
+// different words of one page (false sharing), or different bytes of one
+// word (a char array), and both writes survive.  Creating a diff reads
+// both copies once, a vector register at a time; applying one copies each
+// run (a masked one with a blend).
 #pragma once
 
 #include <cstddef>
@@ -31,6 +36,12 @@ std::size_t diff_create(const std::byte* twin, const std::byte* page, std::size_
 // Applies diff to page.  Returns false, changing nothing, if the diff is
 // malformed (a run past the end of the page, a truncated run).
 bool diff_apply(std::byte* page, std::size_t page_size, std::span<const std::byte> diff);
+
+// The code diffs are made and applied with: the best this CPU runs (the
+// default), or one variant, so that tests cover each.  False if this CPU
+// cannot run it.  Not to be called while diffs are being made.
+enum class diff_code { best, avx512, avx2, portable };
+bool diff_select_code(diff_code code);
 
 // True if diff is well formed for a page of page_size bytes.
 bool diff_valid(std::span<const std::byte> diff, std::size_t page_size);

@@ -382,12 +382,15 @@ def gbench_section(gbench):
         "| words changed | diff bytes | diff_create ns | / memcpy | diff_apply ns | / memcpy |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for words in (0, 1, 64, 1024):
-        create = gbench.get("diff_create_page/changed_words:%d" % words, (float("nan"), None))
-        apply_ = gbench.get("diff_apply_page/changed_words:%d" % words, (float("nan"), None))
+    cases = [("%d" % words, "page", words) for words in (0, 1, 64, 1024)]
+    # Words changed in their low byte only: the runs carry byte masks.
+    cases += [("%d, low byte only" % words, "low_bytes", words) for words in (64, 1024)]
+    for label, kind, words in cases:
+        create = gbench.get("diff_create_%s/changed_words:%d" % (kind, words), (float("nan"), None))
+        apply_ = gbench.get("diff_apply_%s/changed_words:%d" % (kind, words), (float("nan"), None))
         size = create[1] if create[1] is not None else apply_[1]
-        lines.append("| %d | %s | %s | %s | %s | %s |" % (
-            words, "%d" % size if size is not None else "—", fmt(create[0], 1),
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            label, "%d" % size if size is not None else "—", fmt(create[0], 1),
             fmt(ratio(create[0], copy)), fmt(apply_[0], 1), fmt(ratio(apply_[0], copy))))
     return lines
 

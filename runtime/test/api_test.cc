@@ -61,7 +61,7 @@ std::string scenario_name(const ::testing::TestParamInfo<scenario_parameters>& i
 
 INSTANTIATE_TEST_SUITE_P(
     all, api_scenario,
-    ::testing::Combine(::testing::Values("release-acquire", "false-sharing", "barriers",
+    ::testing::Combine(::testing::Values("release-acquire", "false-sharing", "byte-sharing", "barriers",
                                          "conditions", "distribution", "allocation", "garbage",
                                          "stress"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),

@@ -123,6 +123,38 @@ static void false_sharing(void) {
   finish("false-sharing");
 }
 
+/* Different processes write different bytes of the same words (a char
+ * array, as per-process flags often are): between barriers, and under
+ * different locks; every byte survives. */
+static void byte_sharing(void) {
+  int round, i, n = 3 * PAGE_WORDS * (int)sizeof(int); /* three pages of bytes */
+  unsigned p;
+  char *bytes;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc(n);
+    memset(shared_ints, 0, n);
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  bytes = (char *)shared_ints;
+  for (round = 1; round <= 3; round++) {
+    for (i = Tmk_proc_id; i < n; i += Tmk_nprocs) bytes[i] = (char)(round * 16 + Tmk_proc_id);
+    Tmk_barrier(1);
+    for (i = 0; i < n; i++) {
+      char expected = (char)(round * 16 + i % (int)Tmk_nprocs);
+      check(bytes[i] == expected, "a byte after the barrier", bytes[i], expected);
+    }
+    Tmk_barrier(2);
+  }
+  Tmk_lock_acquire(20 + Tmk_proc_id);
+  bytes[Tmk_proc_id] = (char)(100 + Tmk_proc_id);
+  Tmk_lock_release(20 + Tmk_proc_id);
+  Tmk_barrier(3);
+  for (p = 0; p < Tmk_nprocs; p++)
+    check(bytes[p] == (char)(100 + p), "a byte written under its own lock", bytes[p], 100 + p);
+  finish("byte-sharing");
+}
+
 /* Barriers propagate every write: each process rewrites its share of a
  * multi-page array every round, everyone reads all of it. */
 static void barriers(void) {
@@ -590,6 +622,7 @@ int main(int argc, char **argv) {
   Tmk_startup(argc, argv);
   if (strcmp(scenario, "release-acquire") == 0) release_acquire();
   else if (strcmp(scenario, "false-sharing") == 0) false_sharing();
+  else if (strcmp(scenario, "byte-sharing") == 0) byte_sharing();
   else if (strcmp(scenario, "barriers") == 0) barriers();
   else if (strcmp(scenario, "conditions") == 0) conditions();
   else if (strcmp(scenario, "distribution") == 0) distribution();

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "diff.h"
@@ -27,14 +28,34 @@ void expect_round_trip(const std::vector<std::byte>& twin, const std::vector<std
   EXPECT_EQ(0, memcmp(rebuilt.data(), page.data(), page.size()));
 }
 
-TEST(diff, identical_pages_give_an_empty_diff) {
+// Every test runs with each variant of the code this CPU can run (the
+// vectorised scans and blends and their portable fallback).
+class diff_code_variant : public ::testing::TestWithParam<diff_code> {
+ protected:
+  void SetUp() override {
+    if (!diff_select_code(GetParam())) GTEST_SKIP() << "this CPU cannot run this variant";
+  }
+  void TearDown() override { diff_select_code(diff_code::best); }
+};
+
+std::string variant_name(const ::testing::TestParamInfo<diff_code>& info) {
+  switch (info.param) {
+    case diff_code::best: return "best";
+    case diff_code::avx512: return "avx512";
+    case diff_code::avx2: return "avx2";
+    case diff_code::portable: return "portable";
+  }
+  return "unknown";
+}
+
+TEST_P(diff_code_variant, identical_pages_give_an_empty_diff) {
   std::vector<std::byte> page(4096, std::byte{7});
   std::vector<std::byte> diff;
   EXPECT_EQ(diff_create(page.data(), page.data(), page.size(), diff), 0u);
   EXPECT_TRUE(diff.empty());
 }
 
-TEST(diff, random_changes_round_trip) {
+TEST_P(diff_code_variant, random_changes_round_trip) {
   std::mt19937 random(12345);
   for (std::size_t size : {4096u, 8192u, 65536u}) {
     for (int trial = 0; trial < 200; ++trial) {
@@ -47,7 +68,7 @@ TEST(diff, random_changes_round_trip) {
   }
 }
 
-TEST(diff, every_word_changed) {
+TEST_P(diff_code_variant, every_word_changed) {
   std::mt19937 random(7);
   auto twin = random_page(random, 4096);
   auto page = twin;
@@ -61,8 +82,8 @@ TEST(diff, every_word_changed) {
 // Runs of random lengths (single words to thousands, across the 64-word
 // blocks the scan works in), on page sizes that are and are not multiples
 // of a block, up to the largest page a diff describes, whose fully changed
-// run is longer than a run's 16-bit count.
-TEST(diff, runs_of_every_length_on_every_page_size) {
+// run is longer than a run's 15-bit count.
+TEST_P(diff_code_variant, runs_of_every_length_on_every_page_size) {
   std::mt19937 random(99);
   for (std::size_t size : {std::size_t{4}, std::size_t{132}, std::size_t{1000}, std::size_t{4096},
                            std::size_t{4100}, std::size_t{65536}, diff_max_page}) {
@@ -83,27 +104,28 @@ TEST(diff, runs_of_every_length_on_every_page_size) {
     for (auto& b : page) b = ~b;
     std::vector<std::byte> diff;
     diff_create(twin.data(), page.data(), size, diff);
-    std::size_t words = size / diff_word, runs = (words + 65534) / 65535;
+    std::size_t words = size / diff_word, runs = (words + 32766) / 32767;  // 15-bit counts
     EXPECT_EQ(diff.size(), size + runs * sizeof(diff_run_header)) << size;
     expect_round_trip(twin, page);
   }
 }
 
-TEST(diff, first_and_last_words) {
+TEST_P(diff_code_variant, first_and_last_words) {
   std::vector<std::byte> twin(4096, std::byte{0});
   auto page = twin;
   page[0] = std::byte{1};
   page[4095] = std::byte{2};
   std::vector<std::byte> diff;
   diff_create(twin.data(), page.data(), page.size(), diff);
-  EXPECT_EQ(diff.size(), 2 * (sizeof(diff_run_header) + diff_word));
+  // Two runs of one word, each changed in one byte: a mask byte each.
+  EXPECT_EQ(diff.size(), 2 * (sizeof(diff_run_header) + diff_word + 1));
   expect_round_trip(twin, page);
   // Each byte of one word changed, alternating words.
   for (std::size_t i = 0; i < 4096; i += 8) page[i + 4] = std::byte{9};
   expect_round_trip(twin, page);
 }
 
-TEST(diff, two_writers_of_different_words_both_survive) {
+TEST_P(diff_code_variant, two_writers_of_different_words_both_survive) {
   std::vector<std::byte> base(4096, std::byte{0});
   auto mine = base, theirs = base;
   std::memset(mine.data(), 0x11, 2048);
@@ -118,7 +140,61 @@ TEST(diff, two_writers_of_different_words_both_survive) {
   EXPECT_EQ(merged[4095], std::byte{0x22});
 }
 
-TEST(diff, malformed_diffs_are_refused_and_change_nothing) {
+// Two processes write different bytes of one word (a char array): each
+// diff names only its own bytes, and both writes survive in either order.
+TEST_P(diff_code_variant, two_writers_of_different_bytes_of_one_word_both_survive) {
+  std::vector<std::byte> base(4096, std::byte{0});
+  auto first = base, second = base;
+  first[100] = std::byte{1};
+  second[101] = std::byte{2};
+  for (std::size_t i = 0; i < 4096; i += 4) {  // every word, bytes 2 and 3 apart
+    first[i + 2] = std::byte{0x33};
+    second[i + 3] = std::byte{0x44};
+  }
+  std::vector<std::byte> first_diff, second_diff;
+  diff_create(base.data(), first.data(), 4096, first_diff);
+  diff_create(base.data(), second.data(), 4096, second_diff);
+  for (bool first_last : {false, true}) {
+    auto merged = base;
+    ASSERT_TRUE(diff_apply(merged.data(), 4096, first_last ? second_diff : first_diff));
+    ASSERT_TRUE(diff_apply(merged.data(), 4096, first_last ? first_diff : second_diff));
+    EXPECT_EQ(merged[100], std::byte{1});
+    EXPECT_EQ(merged[101], std::byte{2});
+    for (std::size_t i = 0; i < 4096; i += 4) {
+      ASSERT_EQ(merged[i + 2], std::byte{0x33}) << i;
+      ASSERT_EQ(merged[i + 3], std::byte{0x44}) << i;
+    }
+  }
+}
+
+// A word changed in one byte costs its run a mask nibble, no more; a word
+// changed in every byte none.
+TEST_P(diff_code_variant, a_word_changed_in_part_carries_a_mask) {
+  std::vector<std::byte> twin(4096, std::byte{0});
+  auto page = twin;
+  page[8] = std::byte{1};
+  std::vector<std::byte> diff;
+  diff_create(twin.data(), page.data(), page.size(), diff);
+  EXPECT_EQ(diff.size(), sizeof(diff_run_header) + diff_word + 1);
+  expect_round_trip(twin, page);
+  std::memset(page.data() + 8, 0x7f, diff_word);
+  diff.clear();
+  diff_create(twin.data(), page.data(), page.size(), diff);
+  EXPECT_EQ(diff.size(), sizeof(diff_run_header) + diff_word);
+  // Runs of every length and offset whose words changed in part: the masks
+  // start at odd and even words and end in half bytes.
+  std::mt19937 random(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    auto base = random_page(random, 4096);
+    auto changed = base;
+    std::size_t first = random() % 1024, length = 1 + random() % 200;
+    for (std::size_t w = first; w < std::min<std::size_t>(1024, first + length); ++w)
+      changed[w * diff_word + random() % diff_word] ^= std::byte{0x81};
+    expect_round_trip(base, changed);
+  }
+}
+
+TEST_P(diff_code_variant, malformed_diffs_are_refused_and_change_nothing) {
   std::vector<std::byte> page(4096, std::byte{5});
   auto before = page;
   auto make = [](std::uint16_t first, std::uint16_t count, std::size_t data) {
@@ -130,9 +206,17 @@ TEST(diff, malformed_diffs_are_refused_and_change_nothing) {
   EXPECT_FALSE(diff_apply(page.data(), 4096, make(1020, 8, 32)));  // past the end
   EXPECT_FALSE(diff_apply(page.data(), 4096, make(0, 4, 8)));      // truncated
   EXPECT_FALSE(diff_apply(page.data(), 4096, make(0, 0, 0)));      // empty run
+  EXPECT_FALSE(diff_apply(page.data(), 4096, make(0, 0x8000, 0)));  // empty masked run
+  EXPECT_FALSE(diff_apply(page.data(), 4096, make(0, 0x8000 | 4, 16)));  // its masks missing
+  EXPECT_FALSE(diff_apply(page.data(), 4096, make(1020, 0x8000 | 5, 23)));  // past the end
   std::vector<std::byte> stub(3);
   EXPECT_FALSE(diff_apply(page.data(), 4096, stub));
   EXPECT_EQ(page, before);
 }
+
+INSTANTIATE_TEST_SUITE_P(all, diff_code_variant,
+                         ::testing::Values(diff_code::best, diff_code::avx512, diff_code::avx2,
+                                           diff_code::portable),
+                         variant_name);
 
 }  // namespace
