@@ -1,7 +1,7 @@
 // heap.cc — Tmk_malloc, Tmk_sbrk, Tmk_free and Tmk_distribute.
 //
 // One allocator, at process 0, hands out shared addresses; the others ask
-// it with a request.  Tmk_distribute sends the bytes of a private global
+// it with a request, holding the heap lock (see allocate).  Tmk_distribute sends the bytes of a private global
 // variable to every other process as (module, offset): processes started
 // separately load the program at different addresses, so the address is
 // translated relative to the loaded module (executable or library) that
@@ -79,7 +79,19 @@ void* resolve(const std::string& name, std::uint64_t offset, std::size_t size) {
 
 }  // namespace
 
+// Tmk_malloc and Tmk_free hold a lock of their own, managed by process 0,
+// around the allocator's request: a free is a release and an allocation an
+// acquire, so that a block freed by one process and allocated by another
+// comes with the first owner's writes ordered before the second's (as
+// free and malloc order memory in C).
 void* node::allocate(unsigned size) {
+  if (nprocs_ > 1) acquire(heap_lock());
+  void* block = allocate_unlocked(size);
+  if (nprocs_ > 1) release(heap_lock());
+  return block;
+}
+
+void* node::allocate_unlocked(unsigned size) {
   std::uint64_t address = 0;
   if (rank_ == 0) {
     std::lock_guard lock(mutex_);
@@ -117,6 +129,7 @@ void node::release_block(void* pointer) {
   if (pointer == nullptr) return;
   auto address = reinterpret_cast<std::uint64_t>(pointer);
   bool released = false;
+  if (nprocs_ > 1) acquire(heap_lock());
   if (rank_ == 0) {
     std::lock_guard lock(mutex_);
     released = heap_->release(address);
@@ -130,6 +143,7 @@ void node::release_block(void* pointer) {
       protocol_failure("Tmk_free: malformed reply");
     released = ok != 0;
   }
+  if (nprocs_ > 1) release(heap_lock());
   if (!released) {
     char text[96];
     snprintf(text, sizeof text, "%p was not returned by Tmk_malloc (or was freed already)", pointer);

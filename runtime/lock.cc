@@ -45,9 +45,20 @@ message_writer node::make_grant(std::uint32_t id, const vector_time& requester_t
   return grant;
 }
 
+// The lock Tmk_malloc and Tmk_free take: an id past every user lock that
+// process 0 manages.
+std::uint32_t node::heap_lock() const {
+  auto n = static_cast<std::uint32_t>(nprocs_);
+  return (config_.max_locks + n - 1) / n * n;
+}
+
 void node::lock_acquire(unsigned id) {
   check_lock_id("Tmk_lock_acquire", id);
   counters_.acquires.fetch_add(1, std::memory_order_relaxed);
+  acquire(id);
+}
+
+void node::acquire(std::uint32_t id) {
   if (nprocs_ == 1) {
     std::lock_guard lock(mutex_);
     lock_state& state = lock_of(id);
@@ -82,11 +93,15 @@ void node::lock_acquire(unsigned id) {
   state.waiting = false;
   state.token = true;
   state.held = true;
-  counters_.remote_acquires.fetch_add(1, std::memory_order_relaxed);
+  if (id != heap_lock()) counters_.remote_acquires.fetch_add(1, std::memory_order_relaxed);
 }
 
 void node::lock_release(unsigned id) {
   check_lock_id("Tmk_lock_release", id);
+  release(id);
+}
+
+void node::release(std::uint32_t id) {
   std::unique_lock lock(mutex_);
   lock_state& state = lock_of(id);
   if (!state.held)
@@ -108,7 +123,7 @@ void node::handle_lock_request(const incoming_request& request, message_reader& 
   std::uint8_t forwarded = reader.take<std::uint8_t>();
   vector_time requester_time(nprocs_);
   for (auto& entry : requester_time) reader.get(entry);
-  if (!reader.ok() || id >= config_.max_locks)
+  if (!reader.ok() || (id >= config_.max_locks && id != heap_lock()))
     return reject(request, "malformed lock request");
   std::lock_guard lock(mutex_);
   if (!forwarded) {

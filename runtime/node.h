@@ -248,6 +248,9 @@ class node {
   message_writer make_grant(std::uint32_t id, const vector_time& requester_time);
   void handle_cond(const incoming_request& request, message_type type, message_reader& reader);
   void check_lock_id(const char* call, unsigned id);
+  void acquire(std::uint32_t id);  // lock_acquire and lock_release without the checks
+  void release(std::uint32_t id);
+  std::uint32_t heap_lock() const;
 
   // Barriers and garbage collection (barrier.cc).
   void handle_barrier_arrival(const incoming_request& request, message_reader& reader);
@@ -259,6 +262,7 @@ class node {
                       std::uint32_t before) const;
 
   // Heap and distribution (heap.cc).
+  void* allocate_unlocked(unsigned size);
   void handle_allocate(const incoming_request& request, message_reader& reader);
   void handle_release(const incoming_request& request, message_reader& reader);
   void handle_distribute(const incoming_request& request, message_reader& reader);

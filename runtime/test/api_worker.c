@@ -468,6 +468,67 @@ static void copy_order(void) {
   finish("copy-order");
 }
 
+/* A block freed by one process and allocated by another: the second
+ * owner's write wins everywhere.  Process 1 writes the block in an
+ * interval with a high vector time and frees it; process 2 gets the same
+ * block from Tmk_malloc and writes it; process 3 hears of both writes (a
+ * lock from each) and reads.  Only Tmk_free and Tmk_malloc order the two
+ * writes (the steps go through the flag outside the shared region).  Needs
+ * 4 processes. */
+static volatile long *handed_block;
+
+static void free_reuse(void) {
+  int i, *scratch;
+  if (Tmk_nprocs < 4) {
+    if (Tmk_proc_id == 0) fprintf(stderr, "free-reuse needs 4 processes or more\n");
+    Tmk_exit(2);
+  }
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc(PAGE_WORDS * sizeof(int));
+    memset(shared_ints, 0, PAGE_WORDS * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  scratch = shared_ints;
+  if (Tmk_proc_id == 1) {
+    int *block;
+    for (i = 0; i < 12; i++) { /* intervals of its own, no messages */
+      Tmk_lock_acquire(1);
+      scratch[i]++;
+      Tmk_lock_release(1);
+    }
+    block = Tmk_malloc(64);
+    block[0] = 1;
+    Tmk_lock_acquire(1);
+    Tmk_lock_release(1);
+    *handed_block = (long)(uintptr_t)block;
+    Tmk_free(block);
+    start_step(1);
+  }
+  if (Tmk_proc_id == 2) {
+    int *block;
+    wait_for_step(1);
+    block = Tmk_malloc(64);
+    check((long)(uintptr_t)block == *handed_block, "the same block again", (long)(uintptr_t)block, *handed_block);
+    block[0] = 2;
+    Tmk_lock_acquire(2);
+    Tmk_lock_release(2);
+    start_step(2);
+  }
+  if (Tmk_proc_id == 3) {
+    int *block;
+    wait_for_step(2);
+    block = (int *)(uintptr_t)*handed_block;
+    Tmk_lock_acquire(1);
+    Tmk_lock_release(1);
+    Tmk_lock_acquire(2);
+    check(block[0] == 2, "the block's word after the second owner's write", block[0], 2);
+    Tmk_lock_release(2);
+  }
+  Tmk_barrier(1);
+  finish("free-reuse");
+}
+
 /* A process lost in the middle of the job: the others must report it and
  * stop.  "die-holding-lock": process 1 dies holding a lock process 2 waits
  * for; "die-in-barrier": the last process dies while the others wait at a
@@ -615,9 +676,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (strcmp(scenario, "before-startup") == 0) Tmk_barrier(0);
-  if (strcmp(scenario, "copy-order") == 0) {
-    step_flag = mmap(NULL, sizeof *step_flag, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (step_flag == MAP_FAILED) return 2;
+  if (strcmp(scenario, "copy-order") == 0 || strcmp(scenario, "free-reuse") == 0) {
+    void *flags = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (flags == MAP_FAILED) return 2;
+    step_flag = flags;
+    handed_block = (volatile long *)((char *)flags + 64);
   }
   Tmk_startup(argc, argv);
   if (strcmp(scenario, "release-acquire") == 0) release_acquire();
@@ -630,6 +693,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "garbage") == 0) garbage();
   else if (strcmp(scenario, "stress") == 0) stress();
   else if (strcmp(scenario, "copy-order") == 0) copy_order();
+  else if (strcmp(scenario, "free-reuse") == 0) free_reuse();
   else if (strcmp(scenario, "memory") == 0) memory();
   else if (strncmp(scenario, "die-", 4) == 0 || strncmp(scenario, "stop-", 5) == 0) lost_process(scenario);
   else misuse(scenario);
