@@ -1,11 +1,11 @@
 // heap.cc — Tmk_malloc, Tmk_sbrk, Tmk_free and Tmk_distribute.
 //
 // One allocator, at process 0, hands out shared addresses; the others ask
-// it with a request, holding the heap lock (see allocate).  Tmk_distribute sends the bytes of a private global
-// variable to every other process as (module, offset): processes started
-// separately load the program at different addresses, so the address is
-// translated relative to the loaded module (executable or library) that
-// contains it.
+// it with a request, holding the heap lock (see allocate).  Tmk_distribute
+// sends the bytes of a private global variable to every other process as
+// (module, offset): processes started separately load the program at
+// different addresses, so the address is translated relative to the loaded
+// module (executable or library) that contains it.
 #include <link.h>
 
 #include <cstring>
