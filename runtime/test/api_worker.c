@@ -401,6 +401,26 @@ static void wait_for_step(int wanted) {
 
 static void start_step(int next) { __atomic_store_n(step_flag, next, __ATOMIC_RELEASE); }
 
+/* The ordering scenarios play their steps on processes 0 to 3. */
+static void need_four_processes(const char *scenario) {
+  if (Tmk_nprocs < 4) {
+    if (Tmk_proc_id == 0) fprintf(stderr, "%s needs 4 processes or more\n", scenario);
+    Tmk_exit(2);
+  }
+}
+
+/* Process 1 closes intervals of its own (lock 1 is managed there: no
+ * messages), so that its next interval's vector time sums higher than
+ * the others'. */
+static void intervals_of_process_1(int *scratch) {
+  int i;
+  for (i = 0; i < 12; i++) {
+    Tmk_lock_acquire(1);
+    scratch[i]++;
+    Tmk_lock_release(1);
+  }
+}
+
 /* A page copied whole from process 0 holds writes of intervals its
  * receiver has not heard of; after hearing of them (a lock grant), the
  * receiver's writes to that page must come after them everywhere.
@@ -410,11 +430,8 @@ static void start_step(int next) { __atomic_store_n(step_flag, next, __ATOMIC_RE
  * lock; process 3, holding an old copy, then reads x: it applies both
  * writers' diffs and must see the increment.  Needs 4 processes. */
 static void copy_order(void) {
-  int i, *x, *scratch;
-  if (Tmk_nprocs < 4) {
-    if (Tmk_proc_id == 0) fprintf(stderr, "copy-order needs 4 processes or more\n");
-    Tmk_exit(2);
-  }
+  int *x, *scratch;
+  need_four_processes("copy-order");
   if (Tmk_proc_id == 0) {
     shared_ints = Tmk_malloc(4 * PAGE_WORDS * sizeof(int));
     memset(shared_ints, 0, 4 * PAGE_WORDS * sizeof(int));
@@ -429,11 +446,7 @@ static void copy_order(void) {
   }
   if (Tmk_proc_id == 1) {
     wait_for_step(1);
-    for (i = 0; i < 12; i++) { /* intervals of its own, no messages */
-      Tmk_lock_acquire(1);
-      scratch[i]++;
-      Tmk_lock_release(1);
-    }
+    intervals_of_process_1(scratch);
     Tmk_lock_acquire(0);
     x[0] = 10;
     Tmk_lock_release(0);
@@ -478,11 +491,8 @@ static void copy_order(void) {
 static volatile long *handed_block;
 
 static void free_reuse(void) {
-  int i, *scratch;
-  if (Tmk_nprocs < 4) {
-    if (Tmk_proc_id == 0) fprintf(stderr, "free-reuse needs 4 processes or more\n");
-    Tmk_exit(2);
-  }
+  int *scratch;
+  need_four_processes("free-reuse");
   if (Tmk_proc_id == 0) {
     shared_ints = Tmk_malloc(PAGE_WORDS * sizeof(int));
     memset(shared_ints, 0, PAGE_WORDS * sizeof(int));
@@ -492,11 +502,7 @@ static void free_reuse(void) {
   scratch = shared_ints;
   if (Tmk_proc_id == 1) {
     int *block;
-    for (i = 0; i < 12; i++) { /* intervals of its own, no messages */
-      Tmk_lock_acquire(1);
-      scratch[i]++;
-      Tmk_lock_release(1);
-    }
+    intervals_of_process_1(scratch);
     block = Tmk_malloc(64);
     block[0] = 1;
     Tmk_lock_acquire(1);
