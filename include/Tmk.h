@@ -101,8 +101,9 @@ void Tmk_lock_cond_wait(unsigned lock_id, unsigned cond_id);
 void Tmk_lock_cond_signal(unsigned lock_id, unsigned cond_id);
 void Tmk_lock_cond_broadcast(unsigned lock_id, unsigned cond_id);
 
-/* This process's counters since Tmk_startup.  Printed at exit with "-s";
- * written as JSON to the file named by TMK_STATS. */
+/* This process's counters since Tmk_startup, brought up to date by every
+ * Tmk_barrier, Tmk_lock_acquire and Tmk_lock_release.  Printed at exit
+ * with "-s"; written as JSON to the file named by TMK_STATS. */
 struct Tmk_stat {
   unsigned long acquires;          /* Tmk_lock_acquire calls */
   unsigned long remote_acquires;   /* acquires that needed a message */

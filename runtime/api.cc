@@ -63,9 +63,14 @@ void Tmk_barrier(unsigned id) {
 void Tmk_lock_acquire(unsigned id) {
   tmk::node& self = started("Tmk_lock_acquire");
   self.lock_acquire(id);
+  self.refresh_statistics();
 }
 
-void Tmk_lock_release(unsigned id) { started("Tmk_lock_release").lock_release(id); }
+void Tmk_lock_release(unsigned id) {
+  tmk::node& self = started("Tmk_lock_release");
+  self.lock_release(id);
+  self.refresh_statistics();
+}
 
 void Tmk_lock_cond_wait(unsigned lock_id, unsigned cond_id) {
   started("Tmk_lock_cond_wait").cond_wait(lock_id, cond_id);

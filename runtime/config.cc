@@ -17,7 +17,7 @@ const setting_description runtime_table[] = {
     {"TMK_SHARED_SIZE", "64G", "size of the shared region (reserved, not committed)"},
     {"TMK_GC_THRESHOLD", "64M",
      "consistency data (twins, diffs, write notices) per process that starts a garbage collection "
-     "at the next barrier"},
+     "at the next barrier or lock operation"},
     {"TMK_MAX_LOCKS", "65536", "number of lock ids (0 .. TMK_MAX_LOCKS-1)"},
     {"TMK_MAX_BARRIERS", "65536", "number of barrier ids (0 .. TMK_MAX_BARRIERS-1)"},
     {"TMK_PREFETCH_PAGES", "16",

@@ -1,5 +1,7 @@
 #include "interval.h"
 
+#include <algorithm>
+
 namespace tmk {
 
 std::size_t interval_bytes(const interval_record& record) {
@@ -21,14 +23,18 @@ const interval_record* interval_store::find(int owner, std::uint32_t index) cons
   return &runs_[owner][index - base_[owner] - 1];
 }
 
+// Records up to the base were discarded by a garbage collection, which
+// every process leaves knowing them: a receiver whose vector time predates
+// it (a lock request or a barrier arrival sent before) has them by now.
 bool interval_store::encode(message_writer& writer, const vector_time& have,
                             const vector_time& upto) const {
+  auto from = [&](int owner) { return std::max(have[owner], base_[owner]); };
   std::uint32_t count = 0;
   for (int owner = 0; owner < nprocs(); ++owner)
-    if (upto[owner] > have[owner]) count += upto[owner] - have[owner];
+    if (upto[owner] > from(owner)) count += upto[owner] - from(owner);
   writer.put<std::uint32_t>(count);
   for (int owner = 0; owner < nprocs(); ++owner)
-    for (std::uint32_t index = have[owner] + 1; index <= upto[owner]; ++index) {
+    for (std::uint32_t index = from(owner) + 1; index <= upto[owner]; ++index) {
       const interval_record* record = find(owner, index);
       if (record == nullptr) return false;
       writer.put<std::int32_t>(record->owner);

@@ -39,8 +39,8 @@ class interval_store {
   // Adds a record; a duplicate is ignored.  False if it would leave a gap.
   bool add(interval_record record);
   const interval_record* find(int owner, std::uint32_t index) const;
-  // Appends every record (have[q], upto[q]] to writer; false if one is
-  // missing (discarded or never received).
+  // Appends every record (have[q], upto[q]] past the base to writer; false
+  // if one is missing (never received).
   bool encode(message_writer& writer, const vector_time& have, const vector_time& upto) const;
   // Discards every record up to upto (garbage collection).
   void discard_through(const vector_time& upto);

@@ -66,6 +66,7 @@ void node::acquire(std::uint32_t id) {
     state.held = true;
     return;
   }
+  collect_if_called();
   std::unique_lock lock(mutex_);
   lock_state& state = lock_of(id);
   if (state.held)
@@ -83,7 +84,7 @@ void node::acquire(std::uint32_t id) {
   int manager = static_cast<int>(id % static_cast<unsigned>(nprocs_));
   std::string what = "Tmk_lock_acquire(" + std::to_string(id) + ")";
   lock.unlock();
-  std::vector<std::byte> answer = await(send_request(manager, request, what), what);
+  std::vector<std::byte> answer = await_synchronization(send_request(manager, request, what), what);
   lock.lock();
   message_reader reader(answer);
   if (reader.type() != message_type::lock_grant || reader.take<std::uint32_t>() != id)
@@ -94,6 +95,9 @@ void node::acquire(std::uint32_t id) {
   state.token = true;
   state.held = true;
   if (id != heap_lock()) counters_.remote_acquires.fetch_add(1, std::memory_order_relaxed);
+  bool ask = collection_wanted();
+  lock.unlock();
+  if (ask) request_collection();
 }
 
 void node::lock_release(unsigned id) {
@@ -109,13 +113,19 @@ void node::release(std::uint32_t id) {
   state.held = false;
   if (nprocs_ == 1) return;
   close_interval();
-  if (!state.has_successor) return;
-  message_writer grant = make_grant(id, state.successor_time);
-  reply_token successor = state.successor;
-  state.has_successor = false;
-  state.token = false;
-  lock.unlock();
-  reply(successor, grant);
+  bool ask = collection_wanted();
+  if (state.has_successor) {
+    message_writer grant = make_grant(id, state.successor_time);
+    reply_token successor = state.successor;
+    state.has_successor = false;
+    state.token = false;
+    lock.unlock();
+    reply(successor, grant);
+  } else {
+    lock.unlock();
+  }
+  if (ask) request_collection();
+  collect_if_called();
 }
 
 void node::handle_lock_request(const incoming_request& request, message_reader& reader) {
@@ -185,7 +195,7 @@ void node::cond_wait(unsigned lock_id, unsigned cond_id) {
   message_writer wait(message_type::cond_wait);
   wait.put<std::uint32_t>(lock_id);
   wait.put<std::uint32_t>(cond_id);
-  await(send_request(manager, wait, what), what);
+  await_synchronization(send_request(manager, wait, what), what);
   lock_acquire(lock_id);
 }
 

@@ -188,7 +188,20 @@ std::vector<std::byte> node::await(request_id id, const std::string& what) {
 
 void node::await_all(std::span<const request_id> ids, std::span<std::vector<std::byte>> replies,
                      const std::string& what) {
-  status waited = link_->wait_replies(ids, replies);
+  check_replies(link_->wait_replies(ids, replies), replies, what);
+}
+
+std::vector<std::byte> node::await_synchronization(request_id id, const std::string& what) {
+  std::vector<std::byte> reply;
+  status waited;
+  while ((waited = link_->wait_reply_interruptible(id, reply)).code() == status_code::interrupted)
+    collect_if_called();
+  check_replies(waited, {&reply, 1}, what);
+  return reply;
+}
+
+void node::check_replies(const status& waited, std::span<std::vector<std::byte>> replies,
+                         const std::string& what) {
   if (!waited) {
     if (waited.code() == status_code::peer_lost) job_.fatal_lost(waited, what);
     job_.fatal(what + ": " + waited.message());
@@ -199,6 +212,17 @@ void node::await_all(std::span<const request_id> ids, std::span<std::vector<std:
       reader.type();
       job_.fatal(what + ": the request was refused: " + reader.get_string());
     }
+}
+
+void node::send_one_way(int peer, const message_writer& message, const std::string& what) {
+  status sent = link_->send_one_way(peer, {message.bytes()});
+  // From the application thread the send may still be in flight: finish
+  // it, as nothing else may enter the substrate for a long time.
+  if (sent && !transport::serving_requests()) sent = link_->flush();
+  if (!sent) {
+    if (sent.code() == status_code::peer_lost) job_.fatal_lost(sent, what);
+    job_.fatal(what + ": " + sent.message());
+  }
 }
 
 void node::reply(const reply_token& to, const message_writer& message) {
@@ -239,6 +263,9 @@ void node::handle_request(const incoming_request& request) {
     case message_type::cond_wait:
     case message_type::cond_signal: return handle_cond(request, type, reader);
     case message_type::statistics: return handle_statistics(request, reader);
+    case message_type::collection_request: return handle_collection_request(request, reader);
+    case message_type::collection_call: return handle_collection_call(request, reader);
+    case message_type::exiting: return handle_exiting(request, reader);
     default:
       return reject(request, "unknown message type " + std::to_string(static_cast<int>(type)));
   }
@@ -316,6 +343,7 @@ void node::write_statistics_file() {
 void node::exit(int exit_status) {
   if (exiting_) _exit(exit_status);
   exiting_ = true;
+  leave_collections();
   refresh_statistics();
   std::string mine = statistics_json(rank_);
   if (print_statistics_) log_message(log_level::error, "statistics: %s", mine.c_str());

@@ -32,9 +32,11 @@
 //   requester; the releaser grants directly, with the intervals the
 //   acquirer lacks; re-acquiring a lock this process released last costs
 //   no message.  Barriers: process 0 gathers arrivals with their new
-//   intervals and sends each process what it lacks.  Garbage collection at
-//   a barrier, when consistency data passes TMK_GC_THRESHOLD, brings process
-//   0's pages up to date and discards every diff, twin and interval.
+//   intervals and sends each process what it lacks.  Garbage collection,
+//   when consistency data passes TMK_GC_THRESHOLD, brings process 0's pages
+//   up to date and discards every diff, twin and interval; process 0 calls
+//   it, at a barrier or at any time, and every process takes part at its
+//   next synchronisation call or from inside the one it waits in.
 // - The service thread (requests from other processes) and the application
 //   thread share this state under mutex_, which is never held while waiting
 //   for a message.
@@ -194,6 +196,13 @@ class node {
   std::vector<std::byte> await(request_id id, const std::string& what);
   void await_all(std::span<const request_id> ids, std::span<std::vector<std::byte>> replies,
                  const std::string& what);
+  // A wait for another process's synchronisation call (a lock's grant, a
+  // condition's wake-up, a barrier's departure): a garbage collection
+  // called meanwhile is taken part in from inside it.
+  std::vector<std::byte> await_synchronization(request_id id, const std::string& what);
+  void check_replies(const status& waited, std::span<std::vector<std::byte>> replies,
+                     const std::string& what);
+  void send_one_way(int peer, const message_writer& message, const std::string& what);
   void reply(const reply_token& to, const message_writer& message);
   [[noreturn]] void protocol_failure(const std::string& what);
 
@@ -252,14 +261,31 @@ class node {
   void release(std::uint32_t id);
   std::uint32_t heap_lock() const;
 
-  // Barriers and garbage collection (barrier.cc).
+  // Barriers (barrier.cc).  A round returns the newest garbage collection
+  // process 0 had called when the barrier ended.
+  enum class barrier_kind : std::uint8_t { user, collection_entry, collection_phase };
+  static constexpr std::uint32_t collection_entry_barrier = 0xfffffffeu;  // beyond every user id
+  static constexpr std::uint32_t collection_phase_barrier = 0xffffffffu;
   void handle_barrier_arrival(const incoming_request& request, message_reader& reader);
-  void barrier_round(std::uint32_t id, bool garbage_collection_phase, const char* call);
-  void collect_garbage();
+  std::uint32_t barrier_round(std::uint32_t id, barrier_kind kind, const char* call);
   void push_diffs(message_writer& arrival);
   void apply_pushed(message_reader& reader);
   bool listed_between(int writer, std::uint32_t page, std::uint32_t after,
                       std::uint32_t before) const;
+
+  // Garbage collection (collection.cc).
+  bool collection_wanted();
+  void request_collection();
+  std::uint32_t answer_collection_request(std::uint32_t done);
+  bool call_collection();
+  void announce_collection(std::uint32_t number);
+  void note_collection_call(std::uint32_t number);
+  void collect_if_called();
+  void collect_garbage();
+  void leave_collections();
+  void handle_collection_request(const incoming_request& request, message_reader& reader);
+  void handle_collection_call(const incoming_request& request, message_reader& reader);
+  void handle_exiting(const incoming_request& request, message_reader& reader);
 
   // Heap and distribution (heap.cc).
   void* allocate_unlocked(unsigned size);
@@ -331,12 +357,24 @@ class node {
     std::vector<reply_token> tokens;
     std::vector<vector_time> times;
     int count = 0;
-    bool collect = false;
-    bool collection_phase = false;
+    bool collect = false;  // some arrival's consistency data passed the threshold
+    barrier_kind kind = barrier_kind::user;
   };
 
   std::unordered_map<std::uint32_t, std::unique_ptr<barrier_episode>> barriers_;
-  int barrier_waiting_ = 0;  // arrivals held across all ids (process 0)
+  int barrier_waiting_ = 0;  // arrivals held at user barriers, all ids (process 0)
+
+  // Garbage collections, numbered from 1: the newest process 0 has called
+  // (set by either thread), and those this process has taken part in and
+  // whether it has asked for one since (the application thread's).
+  std::atomic<std::uint32_t> collections_called_{0};
+  std::uint32_t collections_done_ = 0;
+  bool collection_requested_ = false;
+  // Process 0: the newest collection called and the newest finished (one
+  // at a time); once a process has begun Tmk_exit no other is called.
+  std::uint32_t collections_announced_ = 0;
+  std::uint32_t collections_finished_ = 0;
+  bool exit_begun_ = false;
 
   std::unique_ptr<shared_allocator> heap_;  // process 0
   std::vector<std::string> gathered_statistics_;  // process 0, at exit

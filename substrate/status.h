@@ -24,6 +24,7 @@ enum class status_code {
   system_error,       // a failed system call (errno text in the message)
   transport_error,    // the communication library failed
   exhausted,          // out of memory, buffers, ids
+  interrupted,        // an interruptible wait was interrupted (the request still pending)
 };
 
 class status {

@@ -279,7 +279,8 @@ result<request_id> transport::send_request(int peer, parts payload) {
 }
 
 status transport::send_one_way(int peer, parts payload) {
-  return send(channel::reply, peer, channel::request, message_kind::one_way, rank_, 0, payload);
+  channel from = serving_requests() ? channel::request : channel::reply;
+  return send(from, peer, channel::request, message_kind::one_way, rank_, 0, payload);
 }
 
 status transport::reply(const reply_token& to, parts payload) {
@@ -355,6 +356,30 @@ status transport::wait_replies(std::span<const request_id> ids,
   return waited;
 }
 
+status transport::wait_reply_interruptible(request_id id, std::vector<std::byte>& reply) {
+  if (find_pending(id) == nullptr)
+    return status(status_code::invalid_argument, "wait for an unknown request");
+  status waited = wait_until_done({&id, 1}, true);
+  if (waited.code() == status_code::interrupted) return waited;  // the slot stays
+  pending_reply* slot = find_pending(id);
+  if (waited) reply.swap(slot->payload);
+  release_pending(*slot);
+  return waited;
+}
+
+// The same handshake as reply_here's: the waiter marks itself asleep
+// before its last look at interrupt_, this thread sets interrupt_ before it
+// looks at caller_asleep_.
+void transport::interrupt_wait() {
+  interrupt_.store(true);
+  caller_woken_.store(true, std::memory_order_relaxed);
+  if (caller_asleep_.load()) {
+    std::uint64_t one = 1;
+    ssize_t ignored = write(caller_wake_fd_, &one, sizeof one);
+    (void)ignored;
+  }
+}
+
 // Spin on the reply channel for TMK_WAIT_SPIN_US (a reply usually comes
 // within a few microseconds), then block on its event fd and the job's
 // failure fd.
@@ -377,11 +402,14 @@ bool transport::serve_while_waiting() {
   return true;
 }
 
-status transport::wait_until_done(std::span<const request_id> ids) {
+status transport::wait_until_done(std::span<const request_id> ids, bool interruptible) {
   auto all_done = [&] {
     for (request_id id : ids)
       if (!pending_[id & (max_outstanding - 1)].done.load()) return false;
     return true;
+  };
+  auto interrupted = [&] {
+    return interruptible && interrupt_.load(std::memory_order_relaxed) && interrupt_.exchange(false);
   };
   auto spin_until = clock_type::now() + std::chrono::microseconds(
                                             core_per_process_ ? config_.wait_spin_us
@@ -389,6 +417,7 @@ status transport::wait_until_done(std::span<const request_id> ids) {
   for (unsigned round = 1;; ++round) {
     progress(channel::reply);
     if (all_done()) return status::ok();
+    if (interrupted()) return status(status_code::interrupted, "interrupted");
     if ((round & 3) == 0 && serve_while_waiting()) {
       spin_until = clock_type::now() + std::chrono::microseconds(config_.wait_spin_us);
       continue;
@@ -408,6 +437,7 @@ status transport::wait_until_done(std::span<const request_id> ids) {
       continue;
     }
     if (all_done()) return status::ok();  // replied here meanwhile
+    if (interrupted()) return status(status_code::interrupted, "interrupted");
     pollfd fds[3] = {{event_fd(channel::reply), POLLIN, 0},
                      {job_.failure_fd(), POLLIN, 0},
                      {caller_wake_fd_, POLLIN, 0}};

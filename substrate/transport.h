@@ -132,13 +132,21 @@ class transport {
 
   // Calling thread: sends a request; the reply is matched by the id.
   result<request_id> send_request(int peer, parts payload);
-  // Calling thread: a request that gets no reply.
+  // Either thread: a request that gets no reply.
   status send_one_way(int peer, parts payload);
   // Calling thread: waits for the reply to id and moves its payload into
   // reply.  Ends with peer_lost if a process is lost meanwhile.
   status wait_reply(request_id id, std::vector<std::byte>& reply);
   // Waits for several replies at once (sent to different peers).
   status wait_replies(std::span<const request_id> ids, std::span<std::vector<std::byte>> replies);
+  // Calling thread: wait_reply, but it ends with status_code::interrupted,
+  // the request still outstanding (wait for it again later), once
+  // interrupt_wait() has been called, during the wait or since the last
+  // wait it ended.
+  status wait_reply_interruptible(request_id id, std::vector<std::byte>& reply);
+  // Either thread: ends the calling thread's interruptible wait, the one
+  // under way or the next.
+  void interrupt_wait();
   // Calling thread: waits until every message it sent has left its buffers.
   status flush();
   // Calling thread: it is about to wait outside the substrate (or is done
@@ -217,7 +225,7 @@ class transport {
   void service_loop();
   pending_reply* find_pending(request_id id);
   void release_pending(pending_reply& slot);
-  status wait_until_done(std::span<const request_id> ids);
+  status wait_until_done(std::span<const request_id> ids, bool interruptible = false);
   status send(channel from, int peer, channel to, message_kind kind, int origin,
               std::uint32_t sequence, parts payload);
   static void count(std::atomic<std::uint64_t>& counter, std::uint64_t amount) {
@@ -238,6 +246,8 @@ class transport {
   // Set when the service thread has answered its own caller, who needs
   // the core back.
   std::atomic<bool> caller_woken_{false};
+  // Set by interrupt_wait(), cleared by the interruptible wait it ends.
+  std::atomic<bool> interrupt_{false};
   // No more processes of this job on this host than cores: a waiting
   // process's core is its own to spin on.
   bool core_per_process_ = true;

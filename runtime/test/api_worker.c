@@ -320,6 +320,39 @@ static void garbage(void) {
   finish("garbage");
 }
 
+/* Random transfers between counters of one group under the group's lock:
+ * counter[0 .. counters-1], then each group's sum (the counters of group g
+ * are g, g + groups, ...).  Each keeps the sum but for one, which the
+ * group's sum follows; the sum is checked at every acquire. */
+static void random_transfer(long *counter, int counters, int groups, unsigned *state) {
+  int a = (int)(next_random(state) % counters), b, i;
+  int group = a % groups;
+  long delta = (long)(next_random(state) % 100) - 50;
+  long sum = 0;
+  b = (int)((a + groups * (1 + next_random(state) % 7)) % counters); /* same group */
+  Tmk_lock_acquire(group);
+  for (i = group; i < counters; i += groups) sum += counter[i];
+  check(sum == counter[counters + group], "a group's invariant under its lock", sum, counter[counters + group]);
+  counter[a] += delta;
+  counter[b] -= delta;
+  counter[b] += 1;
+  counter[counters + group] += 1;
+  Tmk_lock_release(group);
+}
+
+/* The sequential oracle: adds steps transfers drawn from state to expected
+ * (additions commute, so the order of the processes does not matter). */
+static void replay_transfers(long *expected, int counters, int groups, unsigned state, int steps) {
+  int step;
+  for (step = 0; step < steps; step++) {
+    int a = (int)(next_random(&state) % counters), b;
+    long delta = (long)(next_random(&state) % 100) - 50;
+    b = (int)((a + groups * (1 + next_random(&state) % 7)) % counters);
+    expected[a] += delta;
+    expected[b] += 1 - delta;
+  }
+}
+
 /* A seeded random data-race-free program compared with a sequential
  * oracle: counters updated under their locks (with a per-group invariant
  * checked at every acquire), and slices rewritten between barriers. */
@@ -342,33 +375,8 @@ static void stress(void) {
     /* Locked updates: every process's operations, replayed by all for the
      * oracle (additions commute, so the order does not matter). */
     unsigned state = seed * 31 + phase * 977 + Tmk_proc_id;
-    for (step = 0; step < iterations; step++) {
-      int a = (int)(next_random(&state) % counters), b;
-      int group = a % groups;
-      long delta = (long)(next_random(&state) % 100) - 50;
-      b = (int)((a + groups * (1 + next_random(&state) % 7)) % counters); /* same group */
-      Tmk_lock_acquire(group);
-      {
-        long sum = 0;
-        for (i = group; i < counters; i += groups) sum += counter[i];
-        check(sum == counter[counters + group], "a group's invariant under its lock", sum, counter[counters + group]);
-      }
-      counter[a] += delta; /* a transfer within the group keeps its sum */
-      counter[b] -= delta;
-      counter[b] += 1;
-      counter[counters + group] += 1;
-      Tmk_lock_release(group);
-    }
-    for (p = 0; p < Tmk_nprocs; p++) {
-      unsigned replay = seed * 31 + phase * 977 + p;
-      for (step = 0; step < iterations; step++) {
-        int a = (int)(next_random(&replay) % counters), b;
-        long delta = (long)(next_random(&replay) % 100) - 50;
-        b = (int)((a + groups * (1 + next_random(&replay) % 7)) % counters);
-        expected[a] += delta;
-        expected[b] += 1 - delta;
-      }
-    }
+    for (step = 0; step < iterations; step++) random_transfer(counter, counters, groups, &state);
+    for (p = 0; p < Tmk_nprocs; p++) replay_transfers(expected, counters, groups, seed * 31 + phase * 977 + p, iterations);
     /* Barrier-separated slices: each process rewrites its own. */
     for (i = 0; i < slice_words; i++) slices[Tmk_proc_id * slice_words + i] = phase * 100000 + Tmk_proc_id * 10000 + i;
     Tmk_barrier(1);
@@ -380,6 +388,80 @@ static void stress(void) {
     Tmk_barrier(2);
   }
   finish("stress");
+}
+
+/* How many transfers process p makes in the lock-only scenarios: the
+ * last process a quarter as many, so that it waits while the others work. */
+static int transfers_of(unsigned p) {
+  return Tmk_nprocs > 1 && p == Tmk_nprocs - 1 ? iterations / 4 : iterations;
+}
+
+/* Random transfers under locks, one in eight nested inside an outer lock
+ * that the other processes queue for, with no barrier (run with a small
+ * TMK_GC_THRESHOLD, garbage is collected all the while). */
+static void transfer_under_locks(long *counter, int counters, int groups) {
+  unsigned state = seed * 31 + Tmk_proc_id, nesting = seed * 7 + Tmk_proc_id;
+  int step;
+  for (step = 0; step < transfers_of(Tmk_proc_id); step++) {
+    int nested = next_random(&nesting) % 8 == 0;
+    if (nested) Tmk_lock_acquire(groups);
+    random_transfer(counter, counters, groups, &state);
+    if (nested) Tmk_lock_release(groups);
+  }
+}
+
+static void check_transfers(const long *counter, int counters, int groups, unsigned processes) {
+  long *expected = calloc(counters, sizeof *expected);
+  unsigned p;
+  int i;
+  for (p = 0; p < processes; p++) replay_transfers(expected, counters, groups, seed * 31 + p, transfers_of(p));
+  for (i = 0; i < counters; i++) check(counter[i] == expected[i], "a counter at the end", counter[i], expected[i]);
+  free(expected);
+}
+
+/* Garbage collected in a program that synchronises with locks only:
+ * random transfers under locks; the last process, done early, waits at a
+ * barrier (garbage-locks) or calls Tmk_exit (garbage-exit: no collection
+ * starts after that, as it would not take part, and the job ends with no
+ * barrier), and process 0 waits on a condition until every other process
+ * is done.  Collections go on through those waits and through processes
+ * queued for a lock whose holder takes part, and every result is exact:
+ * process 0 sees every transfer through the group locks. */
+static void garbage_locks(const char *scenario, int last_exits) {
+  enum { counters = 2048, groups = 8, done_lock = groups + 1 };
+  long *done, collected;
+  int group;
+  if (Tmk_proc_id == 0) {
+    shared_longs = Tmk_malloc((counters + groups + 2 * PAGE_WORDS) * sizeof(long));
+    memset(shared_longs, 0, (counters + groups + 2 * PAGE_WORDS) * sizeof(long));
+    Tmk_distribute(&shared_longs, sizeof shared_longs);
+  }
+  Tmk_barrier(0);
+  done = shared_longs + counters + groups + PAGE_WORDS; /* a page of its own */
+  transfer_under_locks(shared_longs, counters, groups);
+  Tmk_lock_acquire(done_lock);
+  if (Tmk_proc_id == 0) {
+    while (*done < (long)Tmk_nprocs - 1) Tmk_lock_cond_wait(done_lock, 0);
+  } else {
+    ++*done;
+    Tmk_lock_cond_signal(done_lock, 0);
+  }
+  Tmk_lock_release(done_lock);
+  if (last_exits) {
+    if (Tmk_proc_id == 0) {
+      for (group = 0; group < groups; group++) Tmk_lock_acquire(group);
+      check_transfers(shared_longs, counters, groups, Tmk_nprocs);
+      for (group = 0; group < groups; group++) Tmk_lock_release(group);
+      printf("%s: %s on %u processes\n", scenario, failures ? "FAILED" : "passed", Tmk_nprocs);
+    }
+    Tmk_exit(failures ? 1 : 0);
+  }
+  collected = (long)Tmk_stat.gc_runs;
+  Tmk_barrier(1);
+  check_transfers(shared_longs, counters, groups, Tmk_nprocs);
+  if (Tmk_proc_id == 0 && Tmk_nprocs > 1)
+    check(collected >= 2, "garbage collections before the first barrier", collected, 2);
+  finish(scenario);
 }
 
 /* Steps in a fixed order across processes through a flag outside the
@@ -592,8 +674,8 @@ static void lost_process(const char *what) {
 
 /* Resident memory stays flat over many thousands of intervals: every
  * process updates a shared array under locks, with a barrier every few
- * rounds (where garbage is collected). */
-static void memory(void) {
+ * rounds or (memory-locks) none until the end. */
+static void memory(const char *scenario, int with_barriers) {
   int round, i, n = 32 * PAGE_WORDS;
   long early = 0, late = 0;
   if (Tmk_proc_id == 0) {
@@ -607,7 +689,7 @@ static void memory(void) {
     Tmk_lock_acquire(slot % 32);
     for (i = 0; i < 64; i++) shared_ints[slot + i] += 1;
     Tmk_lock_release(slot % 32);
-    if (round % 8 == 0) Tmk_barrier(1);
+    if (with_barriers && round % 8 == 0) Tmk_barrier(1);
     if (round == iterations / 4 || round == iterations) {
       long pages = 0, resident = 0;
       FILE *statm = fopen("/proc/self/statm", "r");
@@ -626,7 +708,7 @@ static void memory(void) {
   }
   if (Tmk_proc_id == 0) printf("resident: %ld kB after a quarter, %ld kB at the end\n", early, late);
   check(late <= early + 8192, "resident kB at the end against a quarter of the way (+8 MB)", late, early);
-  finish("memory");
+  finish(scenario);
 }
 
 /* Misuse: each stops the whole job with a message naming the call. */
@@ -698,9 +780,12 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "allocation") == 0) allocation();
   else if (strcmp(scenario, "garbage") == 0) garbage();
   else if (strcmp(scenario, "stress") == 0) stress();
+  else if (strcmp(scenario, "garbage-locks") == 0) garbage_locks(scenario, 0);
+  else if (strcmp(scenario, "garbage-exit") == 0) garbage_locks(scenario, 1);
   else if (strcmp(scenario, "copy-order") == 0) copy_order();
   else if (strcmp(scenario, "free-reuse") == 0) free_reuse();
-  else if (strcmp(scenario, "memory") == 0) memory();
+  else if (strcmp(scenario, "memory") == 0) memory(scenario, 1);
+  else if (strcmp(scenario, "memory-locks") == 0) memory(scenario, 0);
   else if (strncmp(scenario, "die-", 4) == 0 || strncmp(scenario, "stop-", 5) == 0) lost_process(scenario);
   else misuse(scenario);
   return 0;

@@ -65,9 +65,31 @@ TEST(interval_store, encodes_what_the_receiver_lacks) {
   EXPECT_EQ(records[1].owner, 1);
   EXPECT_EQ(records[1].pages, (std::vector<std::uint32_t>{3, 4}));
   EXPECT_EQ(records[1].time, (vector_time{1, 1}));
-  // An interval the store no longer holds cannot be sent.
+  // An interval the store never had cannot be sent.
   message_writer missing(message_type::lock_grant);
   EXPECT_FALSE(store.encode(missing, {0, 0}, {3, 0}));
+}
+
+// A receiver whose time predates a garbage collection (its lock request or
+// barrier arrival was sent before it) has every discarded record since:
+// only the later ones go.
+TEST(interval_store, encodes_nothing_a_collection_discarded) {
+  interval_store store(2);
+  store.add(make(0, 1, {0, 0}, {1}));
+  store.add(make(0, 2, {0, 0}, {2}));
+  store.add(make(1, 1, {1, 0}, {3}));
+  store.discard_through({2, 1});
+  store.add(make(0, 3, {2, 1}, {4}));
+  message_writer writer(message_type::lock_grant);
+  ASSERT_TRUE(store.encode(writer, {0, 0}, {3, 1}));
+  message_reader reader(writer.bytes());
+  reader.type();
+  std::vector<interval_record> records;
+  ASSERT_TRUE(intervals_decode(reader, 2, 100, records));
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].owner, 0);
+  EXPECT_EQ(records[0].index, 3u);
+  EXPECT_EQ(records[0].pages, (std::vector<std::uint32_t>{4}));
 }
 
 TEST(interval_decode, refuses_malformed_records) {

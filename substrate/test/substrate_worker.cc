@@ -38,6 +38,8 @@ enum op : std::uint32_t {
   op_query = 5,       // reply with the count and checksum once `a` messages came
   op_defer = 6,       // keep the token; the compute thread replies later
   op_silent = 7,      // never replied to
+  op_interrupt = 8,   // one-way: interrupt the compute thread's wait
+  op_go = 9,          // one-way: the sender's deferred request may be answered
 };
 
 struct op_header {
@@ -70,6 +72,7 @@ struct worker {
     queries.erase(query);
   }
   std::atomic<int> deferred_count{0};
+  std::atomic<int> go_count{0};
   int failures = 0;
 
   void fail(const char* format, ...) __attribute__((format(printf, 2, 3))) {
@@ -157,6 +160,12 @@ struct worker {
         break;
       }
       case op_silent:
+        break;
+      case op_interrupt:
+        link->interrupt_wait();
+        break;
+      case op_go:
+        go_count.fetch_add(1);
         break;
       default:
         fail("unknown op %u", header.code);
@@ -316,6 +325,45 @@ struct worker {
     if (got.a != target) fail("deferred reply from %d, expected %d", got.a, target);
   }
 
+  // An interruptible wait for a reply that cannot have come (its request
+  // is deferred until this process says go) ends interrupted, by a
+  // one-way message this process sends itself, whose handler interrupts
+  // it; the request stays pending, and the next wait gets its reply.
+  void interrupted_waits() {
+    int target = (rank + 1) % size;
+    op_header header{op_defer, rank, 0, 0};
+    request_id id = request(target, {as_bytes_of(header)}, "defer");
+    op_header interrupt{op_interrupt, 0, 0, 0};
+    status sent = link->send_one_way(rank, {as_bytes_of(interrupt)});
+    if (!sent) the_job->fatal("interrupt: " + sent.message());
+    std::vector<std::byte> reply;
+    status waited = link->wait_reply_interruptible(id, reply);
+    if (waited.code() != status_code::interrupted)
+      fail("the first wait ended with '%s', not interrupted", waited.message().c_str());
+    op_header go{op_go, 0, 0, 0};
+    sent = link->send_one_way(target, {as_bytes_of(go)});
+    if (sent) sent = link->flush();
+    if (!sent) the_job->fatal("go: " + sent.message());
+    while (go_count.load() < 1 || deferred_count.load() < 1) {
+      if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting to answer a deferred request");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    reply_token token;
+    {
+      std::lock_guard lock(mutex);
+      token = deferred.front();
+      deferred.pop_front();
+    }
+    op_header answer{op_defer, rank, 0, 0};
+    sent = link->reply(token, {as_bytes_of(answer)});
+    if (!sent) the_job->fatal("deferred reply: " + sent.message());
+    waited = link->wait_reply_interruptible(id, reply);
+    if (!waited) the_job->fatal("the second wait: " + waited.message());
+    op_header got{};
+    if (reply.size() == sizeof got) memcpy(&got, reply.data(), sizeof got);
+    if (got.code != op_defer || got.a != target) fail("deferred reply from %d, expected %d", got.a, target);
+  }
+
   // The last process dies while every other waits on it.
   void killed() {
     int victim = size - 1;
@@ -387,6 +435,7 @@ int main(int argc, char** argv) {
   else if (scenario == "forward") self.forwarding();
   else if (scenario == "burst") self.burst(count);
   else if (scenario == "deferred") self.deferred_replies();
+  else if (scenario == "interrupted") self.interrupted_waits();
   else if (scenario == "killed") self.killed();
   else if (scenario == "too-large") self.too_large();
   else self.the_job->fatal("unknown scenario " + scenario);
