@@ -205,16 +205,17 @@ std::vector<std::pair<std::string, std::string>> memory_environment() {
   return env;
 }
 
+// Without garbage collection resident memory grows by about 16 MB over
+// the second half of these rounds, twice the bound.
 TEST(api_memory, resident_memory_stays_flat_over_many_intervals) {
-  program_result result = run_worker("memory", 3, "ucx", {"-i", "6000"}, memory_environment());
+  program_result result = run_worker("memory", 3, "ucx", {"-i", "28000"}, memory_environment());
   EXPECT_EQ(result.exit_code, 0) << describe(result);
   EXPECT_NE(result.out.find("memory: passed"), std::string::npos) << describe(result);
 }
 
-// The same with locks only: collections come between barriers too (with
-// none, resident memory grows by about 12 MB over these rounds).
+// The same with locks only: collections come between barriers too.
 TEST(api_memory, resident_memory_stays_flat_with_locks_only) {
-  program_result result = run_worker("memory-locks", 3, "ucx", {"-i", "12000"}, memory_environment());
+  program_result result = run_worker("memory-locks", 3, "ucx", {"-i", "24000"}, memory_environment());
   EXPECT_EQ(result.exit_code, 0) << describe(result);
   EXPECT_NE(result.out.find("memory-locks: passed"), std::string::npos) << describe(result);
 }
