@@ -95,13 +95,15 @@ void node::announce_collection(std::uint32_t number) {
   note_collection_call(number);
 }
 
-// Either thread: collection number has been called; a wait that lets it
-// through ends now.
+// Either thread: collection number has been called; if that is news, a
+// wait that lets it through ends now.
 void node::note_collection_call(std::uint32_t number) {
   std::uint32_t known = collections_called_.load();
-  while (number > known && !collections_called_.compare_exchange_weak(known, number)) {
-  }
-  link_->interrupt_wait();  // a wait with nothing to take part in just goes on
+  while (number > known)
+    if (collections_called_.compare_exchange_weak(known, number)) {
+      link_->interrupt_wait();
+      return;
+    }
 }
 
 void node::handle_collection_request(const incoming_request& request, message_reader& reader) {

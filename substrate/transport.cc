@@ -372,7 +372,6 @@ status transport::wait_reply_interruptible(request_id id, std::vector<std::byte>
 // looks at caller_asleep_.
 void transport::interrupt_wait() {
   interrupt_.store(true);
-  caller_woken_.store(true, std::memory_order_relaxed);
   if (caller_asleep_.load()) {
     std::uint64_t one = 1;
     ssize_t ignored = write(caller_wake_fd_, &one, sizeof one);
