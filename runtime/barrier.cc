@@ -169,39 +169,50 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
       job_.fatal("Tmk_barrier: every process waits, but at different barriers (" + where + ")");
     }
   }
+  // This process's own departure last: it wakes this process's caller,
+  // which may take the core from this thread before the others are sent.
+  std::stable_partition(departures.begin(), departures.end(),
+                        [&](const auto& entry) { return entry.first.origin != rank_; });
   for (auto& [token, departure] : departures) reply(token, departure);
 }
 
-// At a barrier arrival, under mutex_: the pages this process writes (it
-// has a twin) that other processes have asked for lately are sealed (one
-// mprotect per run) and their diffs travel with the barrier to those
-// readers, who then need not fault for them.
+// At a barrier arrival, under mutex_: the diffs of the pages this process
+// writes (it has a twin) that other processes have asked for lately travel
+// with the barrier to those readers, who then need not fault for them.
+// The application waits in the barrier, so each page is diffed and its
+// twin brought up to date in place: it stays writable, with no mprotect
+// now and no write fault later.
 void node::push_diffs(message_writer& arrival) {
-  // Only pages with readers are looked at, not every page twinned; a page
-  // whose readers all lapsed leaves the list.
+  // Only pages with readers are looked at, not every page twinned.  A
+  // reader whose pushes lapsed is kept for as long again, so that a fault
+  // on the page then buys it a longer span; a page whose readers are all
+  // gone leaves the list.
   std::vector<std::uint32_t> pages;
   std::size_t kept = 0;
+  auto active = [&](const page_reader& r) { return r.until > barriers_done_; };
   for (std::uint32_t page : subscribed_) {
     page_extra* entry = extras_.find(page);
     if (entry == nullptr) continue;
-    std::erase_if(entry->readers, [&](const page_reader& r) { return r.until <= barriers_done_; });
+    std::erase_if(entry->readers,
+                  [&](const page_reader& r) { return r.until + r.span <= barriers_done_; });
     if (entry->readers.empty()) continue;
     subscribed_[kept++] = page;
-    if (entry->twin != nullptr && entry->twin_start <= time_[rank_]) pages.push_back(page);
+    if (entry->twin != nullptr && entry->twin_start <= time_[rank_] &&
+        std::any_of(entry->readers.begin(), entry->readers.end(), active))
+      pages.push_back(page);
   }
   subscribed_.resize(kept);
-  protect_pages(pages, page_state::read_only);
   arrival.put<std::uint32_t>(static_cast<std::uint32_t>(pages.size()));
   for (std::uint32_t page : pages) {
     page_extra& entry = *extras_.find(page);
-    seal(page, entry, false);
-    const sealed_diff& diff = entry.diffs.back();
+    const sealed_diff& diff = seal_in_place(page, entry);
     arrival.put<std::uint32_t>(page);
     arrival.put<std::uint32_t>(diff.first);
     arrival.put<std::uint32_t>(diff.last);
     arrival.put_bytes(diff.bytes);
     std::vector<std::uint32_t> readers;
-    for (const auto& reader : entry.readers) readers.push_back(static_cast<std::uint32_t>(reader.process));
+    for (const auto& reader : entry.readers)
+      if (active(reader)) readers.push_back(static_cast<std::uint32_t>(reader.process));
     arrival.put_words(readers);
   }
 }

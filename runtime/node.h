@@ -78,9 +78,11 @@ struct sealed_diff {
 
 // A process that asked for this process's diffs of a page: until the
 // barrier numbered `until`, the page's diffs go to it with each barrier.
+// `span` is how many barriers its next request for the page buys.
 struct page_reader {
   std::int32_t process;
   std::uint32_t until;
+  std::uint32_t span;
 };
 
 struct page_extra {
@@ -237,12 +239,15 @@ class node {
   writer_progress& progress_of(page_extra& page, int writer);
   void make_writable(std::uint32_t page);
   void seal(std::uint32_t page, page_extra& extra, bool protect_first = true);
+  const sealed_diff& seal_in_place(std::uint32_t page, page_extra& extra);
+  void record_diff(std::uint32_t page, page_extra& extra);
   void drop_twin(page_extra& extra);
   void validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool first_read = false);
   void fetch_whole_pages(const std::vector<std::uint32_t>& pages,
                          std::unique_lock<std::mutex>& lock);
   void fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock);
   void handle_diff_request(const incoming_request& request, message_reader& reader);
+  void subscribe(std::uint32_t page, int process, bool faulted);
   void handle_page_request(const incoming_request& request, message_reader& reader);
 
   // Intervals (consistency.cc).

@@ -26,8 +26,12 @@ namespace tmk {
 
 namespace {
 // Barriers for which a page's diffs follow a reader after it asked for them
-// once: a reader that keeps reading the page faults once in this many.
+// once.  Each time the reader faults on the page again, after the pushes
+// lapsed, it buys twice as many, up to the most: a reader that keeps
+// reading a page faults for it a logarithmic number of times, and one that
+// stopped is pushed to no longer than it read.
 constexpr std::uint32_t push_barriers = 16;
+constexpr std::uint32_t most_push_barriers = 1024;
 
 int protection(page_state state) {
   switch (state) {
@@ -170,11 +174,27 @@ void node::make_writable(std::uint32_t page) {
 void node::seal(std::uint32_t page, page_extra& entry, bool protect_first) {
   if (protect_first) protect(page, page_state::read_only);
   set_state(page, page_state::read_only);
+  record_diff(page, entry);
+  drop_twin(entry);
+}
+
+// Seals a page the application cannot write meanwhile without closing it:
+// the diff against the twin is recorded as seal() does, and the twin
+// becomes a copy of the page, starting with the next interval.
+const sealed_diff& node::seal_in_place(std::uint32_t page, page_extra& entry) {
+  record_diff(page, entry);
+  memcpy(entry.twin, runtime_page(page), page_size_);
+  entry.twin_start = time_[rank_] + 1;
+  return entry.diffs.back();
+}
+
+// The diff of a page against its twin, labelled with the intervals it
+// covers, kept for the processes that ask for it.
+void node::record_diff(std::uint32_t page, page_extra& entry) {
   sealed_diff sealed{entry.twin_start, std::max(entry.twin_start, time_[rank_]), {}};
   diff_create(entry.twin, runtime_page(page), page_size_, sealed.bytes);
   diff_bytes_ += sealed.bytes.size() + sizeof sealed;
   entry.diffs.push_back(std::move(sealed));
-  drop_twin(entry);
   counters_.diffs_created.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -294,6 +314,7 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
   std::vector<request_id> ids;
   for (int writer : writers) {
     message_writer request(message_type::diff_request);
+    request.put<std::uint32_t>(pages.front());  // the page faulted on; the others come along
     request.put<std::uint32_t>(static_cast<std::uint32_t>(asks[writer].size()));
     for (const auto& ask : asks[writer]) {
       request.put<std::uint32_t>(ask.page);
@@ -346,7 +367,23 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
   counters_.diffs_applied.fetch_add(diffs.size(), std::memory_order_relaxed);
 }
 
+// Under mutex_: process reads page; its diffs go to it with the barriers
+// for a while (see push_barriers).
+void node::subscribe(std::uint32_t page, int process, bool faulted) {
+  page_extra& reading = extra(page);
+  auto known = std::find_if(reading.readers.begin(), reading.readers.end(),
+                            [&](const page_reader& r) { return r.process == process; });
+  if (known == reading.readers.end()) {
+    if (reading.readers.empty()) subscribed_.push_back(page);
+    reading.readers.push_back({process, barriers_done_ + push_barriers, push_barriers});
+    return;
+  }
+  if (faulted) known->span = std::min(known->span * 2, most_push_barriers);
+  known->until = std::max(known->until, barriers_done_ + (faulted ? known->span : push_barriers));
+}
+
 void node::handle_diff_request(const incoming_request& request, message_reader& reader) {
+  std::uint32_t faulted = reader.take<std::uint32_t>();
   std::uint32_t asked = reader.take<std::uint32_t>();
   if (!reader.ok() || asked == 0 || asked > reader.remaining() / 12)
     return reject(request, "malformed diff request");
@@ -372,18 +409,7 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
       if (range.to > time_[rank_]) return reject(request, "diffs of intervals not closed yet");
       // The requester reads this page: its diffs go to it with the next
       // barriers (so that it need not fault for them), for a while.
-      if (request.origin != rank_) {
-        page_extra& reading = extra(range.page);
-        auto known = std::find_if(reading.readers.begin(), reading.readers.end(),
-                                  [&](const page_reader& r) { return r.process == request.origin; });
-        std::uint32_t until = barriers_done_ + push_barriers;
-        if (known != reading.readers.end()) {
-          known->until = until;
-        } else {
-          if (reading.readers.empty()) subscribed_.push_back(range.page);
-          reading.readers.push_back({request.origin, until});
-        }
-      }
+      if (request.origin != rank_) subscribe(range.page, request.origin, range.page == faulted);
       page_extra* entry = extras_.find(range.page);
       if (entry != nullptr && entry->twin != nullptr && entry->twin_start <= range.to)
         to_seal.push_back(range.page);
