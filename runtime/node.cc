@@ -171,7 +171,17 @@ void node::install_fault_handler() {
     job_.fatal("Tmk_startup: cannot catch page faults on this platform");
 }
 
+// A request to this process itself is handled in place, on the calling
+// thread (which holds no lock here), with no message: process 0 arriving
+// at a barrier or a lock's manager taking its own lock would otherwise go
+// through the substrate's loopback and wake its own service thread.
 request_id node::send_request(int peer, const message_writer& message, const std::string& what) {
+  if (peer == rank_ && !transport::serving_requests()) {
+    auto id = link_->expect_reply_here();
+    if (!id) job_.fatal(what + ": " + id.error().message());
+    handle_request(incoming_request{rank_, rank_, *id, false, message.bytes()});
+    return *id;
+  }
   auto id = link_->send_request(peer, {message.bytes()});
   if (!id) {
     if (id.error().code() == status_code::peer_lost) job_.fatal_lost(id.error(), what);

@@ -258,7 +258,7 @@ status transport::send(channel from, int peer, channel to, message_kind kind, in
   return sent;
 }
 
-result<request_id> transport::send_request(int peer, parts payload) {
+result<request_id> transport::take_slot() {
   if (free_slots_.empty())
     return status(status_code::exhausted, "more than " + std::to_string(max_outstanding) +
                                               " requests outstanding");
@@ -269,14 +269,22 @@ result<request_id> transport::send_request(int peer, parts payload) {
   pending_reply& slot = pending_[index];
   slot.id = id;
   slot.done = false;
-  status sent = send(channel::reply, peer, channel::request, message_kind::request, rank_, id,
+  return id;
+}
+
+result<request_id> transport::send_request(int peer, parts payload) {
+  auto id = take_slot();
+  if (!id) return id;
+  status sent = send(channel::reply, peer, channel::request, message_kind::request, rank_, *id,
                      payload);
   if (!sent) {
-    release_pending(slot);
+    release_pending(*find_pending(*id));
     return sent;
   }
   return id;
 }
+
+result<request_id> transport::expect_reply_here() { return take_slot(); }
 
 status transport::send_one_way(int peer, parts payload) {
   channel from = serving_requests() ? channel::request : channel::reply;
@@ -327,10 +335,11 @@ status transport::reply_here(std::uint32_t sequence, parts payload) {
 }
 
 status transport::forward(const incoming_request& request, int peer, parts payload) {
-  if (!serving_requests())
-    return status(status_code::invalid_argument, "forward outside a request handler");
-  return send(channel::request, peer, channel::request, message_kind::request, request.origin,
-              request.sequence, payload);
+  channel from = serving_requests() ? channel::request : channel::reply;
+  status sent = send(from, peer, channel::request, message_kind::request, request.origin,
+                     request.sequence, payload);
+  if (sent && from == channel::reply) sent = flush_channel(channel::reply);
+  return sent;
 }
 
 status transport::flush() { return flush_channel(channel::reply); }

@@ -132,6 +132,10 @@ class transport {
 
   // Calling thread: sends a request; the reply is matched by the id.
   result<request_id> send_request(int peer, parts payload);
+  // Calling thread: an id for a request to this process that the caller
+  // hands to the request handler itself instead of sending; the reply
+  // comes as any reply to this process's own request does.
+  result<request_id> expect_reply_here();
   // Either thread: a request that gets no reply.
   status send_one_way(int peer, parts payload);
   // Calling thread: waits for the reply to id and moves its payload into
@@ -155,8 +159,8 @@ class transport {
 
   // Either thread: replies to the origin of a request.
   status reply(const reply_token& to, parts payload);
-  // Inside a handler: passes the request on to peer with a new payload;
-  // peer replies to the original origin.
+  // Inside a handler, on either thread: passes the request on to peer with
+  // a new payload; peer replies to the original origin.
   status forward(const incoming_request& request, int peer, parts payload);
 
  protected:
@@ -224,6 +228,7 @@ class transport {
 
   void service_loop();
   pending_reply* find_pending(request_id id);
+  result<request_id> take_slot();
   void release_pending(pending_reply& slot);
   status wait_until_done(std::span<const request_id> ids, bool interruptible = false);
   status send(channel from, int peer, channel to, message_kind kind, int origin,
