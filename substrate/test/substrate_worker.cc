@@ -301,12 +301,10 @@ struct worker {
     }
   }
 
-  // Replies sent later by the compute thread, as a lock grant is.
-  void deferred_replies() {
-    int target = (rank + 1) % size;
-    op_header header{op_defer, rank, 0, 0};
-    request_id id = request(target, {as_bytes_of(header)}, "defer");
-    while (deferred_count.load() < 1) {
+  // From the compute thread, once a deferred request has come (and, with
+  // after_go, its sender's go): answers it.
+  void answer_deferred(bool after_go) {
+    while (deferred_count.load() < 1 || (after_go && go_count.load() < 1)) {
       if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting for a deferred request");
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
@@ -319,6 +317,14 @@ struct worker {
     op_header answer{op_defer, rank, 0, 0};
     status sent = link->reply(token, {as_bytes_of(answer)});
     if (!sent) the_job->fatal("deferred reply: " + sent.message());
+  }
+
+  // Replies sent later by the compute thread, as a lock grant is.
+  void deferred_replies() {
+    int target = (rank + 1) % size;
+    op_header header{op_defer, rank, 0, 0};
+    request_id id = request(target, {as_bytes_of(header)}, "defer");
+    answer_deferred(false);
     auto reply = wait(id, "deferred reply");
     op_header got{};
     if (reply.size() == sizeof got) memcpy(&got, reply.data(), sizeof got);
@@ -344,19 +350,7 @@ struct worker {
     sent = link->send_one_way(target, {as_bytes_of(go)});
     if (sent) sent = link->flush();
     if (!sent) the_job->fatal("go: " + sent.message());
-    while (go_count.load() < 1 || deferred_count.load() < 1) {
-      if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting to answer a deferred request");
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    reply_token token;
-    {
-      std::lock_guard lock(mutex);
-      token = deferred.front();
-      deferred.pop_front();
-    }
-    op_header answer{op_defer, rank, 0, 0};
-    sent = link->reply(token, {as_bytes_of(answer)});
-    if (!sent) the_job->fatal("deferred reply: " + sent.message());
+    answer_deferred(true);
     waited = link->wait_reply_interruptible(id, reply);
     if (!waited) the_job->fatal("the second wait: " + waited.message());
     op_header got{};
