@@ -22,9 +22,9 @@
 // or a departure answered after it leaves those out (interval_store::
 // encode), and diffs pushed before it are not applied after it.
 //
-// A process in Tmk_exit waits outside the protocol and could not take
-// part: it takes part in any collection called before it leaves, and once
-// one process has begun to exit, process 0 calls no other.
+// Tmk_exit starts with a barrier of its own, whose wait lets collections
+// through as a user barrier's does: a process that has called it keeps
+// taking part until every process has.
 #include <algorithm>
 
 #include "log.h"
@@ -78,9 +78,9 @@ std::uint32_t node::answer_collection_request(std::uint32_t done) {
 }
 
 // Process 0, under mutex_: calls the next collection unless one is under
-// way or a process has begun to exit.
+// way.
 bool node::call_collection() {
-  if (collections_announced_ != collections_finished_ || exit_begun_) return false;
+  if (collections_announced_ != collections_finished_) return false;
   ++collections_announced_;
   return true;
 }
@@ -193,45 +193,6 @@ void node::collect_garbage() {
   intervals_.discard_through(time_);
   counters_.gc_runs.fetch_add(1, std::memory_order_relaxed);
   TMK_LOG(debug, "garbage collection done");
-}
-
-// Tmk_exit, before the process stops taking part in the protocol: takes
-// part in every collection called until process 0 agrees that none is
-// under way, after which process 0 calls no more.
-void node::leave_collections() {
-  if (nprocs_ == 1) return;
-  while (true) {
-    collect_if_called();
-    if (rank_ == 0) {
-      std::lock_guard lock(mutex_);
-      if (collections_announced_ == collections_done_) {
-        exit_begun_ = true;
-        return;
-      }
-      note_collection_call(collections_announced_);
-      continue;
-    }
-    message_writer leaving(message_type::exiting);
-    leaving.put<std::uint32_t>(collections_done_);
-    std::vector<std::byte> answer = await(send_request(0, leaving, "Tmk_exit"), "Tmk_exit");
-    message_reader reader(answer);
-    std::uint32_t called = reader.type() == message_type::exiting_reply ? reader.take<std::uint32_t>() : 0;
-    if (!reader.ok()) protocol_failure("Tmk_exit: malformed answer from process 0");
-    if (called == collections_done_) return;
-    note_collection_call(called);
-  }
-}
-
-void node::handle_exiting(const incoming_request& request, message_reader& reader) {
-  std::uint32_t done = reader.take<std::uint32_t>();
-  if (!reader.ok() || rank_ != 0) return reject(request, "malformed exit notice");
-  message_writer answer(message_type::exiting_reply);
-  {
-    std::lock_guard lock(mutex_);
-    if (collections_announced_ == done) exit_begun_ = true;
-    answer.put<std::uint32_t>(collections_announced_);
-  }
-  reply(request.token(), answer);
 }
 
 }  // namespace tmk

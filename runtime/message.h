@@ -39,8 +39,6 @@ enum class message_type : std::uint8_t {
   collection_request,  // to process 0: consistency data here passed TMK_GC_THRESHOLD
   collection_reply,    // reply: the garbage collection to take part in now, if any
   collection_call,     // one way, from process 0: take part in garbage collection number N
-  exiting,             // to process 0: this process begins Tmk_exit
-  exiting_reply,       // reply: go on, or take part in a collection first
   rejected,            // reply: the request was malformed or not allowed (reason)
 };
 

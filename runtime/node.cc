@@ -275,7 +275,6 @@ void node::handle_request(const incoming_request& request) {
     case message_type::statistics: return handle_statistics(request, reader);
     case message_type::collection_request: return handle_collection_request(request, reader);
     case message_type::collection_call: return handle_collection_call(request, reader);
-    case message_type::exiting: return handle_exiting(request, reader);
     default:
       return reject(request, "unknown message type " + std::to_string(static_cast<int>(type)));
   }
@@ -353,7 +352,12 @@ void node::write_statistics_file() {
 void node::exit(int exit_status) {
   if (exiting_) _exit(exit_status);
   exiting_ = true;
-  leave_collections();
+  // Every process reaches Tmk_exit before any goes on to leave; garbage
+  // collections called meanwhile are taken part in from the wait.
+  if (nprocs_ > 1) {
+    note_collection_call(barrier_round(exit_barrier, barrier_kind::exit, "Tmk_exit"));
+    collect_if_called();
+  }
   refresh_statistics();
   std::string mine = statistics_json(rank_);
   if (print_statistics_) log_message(log_level::error, "statistics: %s", mine.c_str());

@@ -268,8 +268,9 @@ class node {
 
   // Barriers (barrier.cc).  A round returns the newest garbage collection
   // process 0 had called when the barrier ended.
-  enum class barrier_kind : std::uint8_t { user, collection_entry, collection_phase };
-  static constexpr std::uint32_t collection_entry_barrier = 0xfffffffeu;  // beyond every user id
+  enum class barrier_kind : std::uint8_t { user, exit, collection_entry, collection_phase };
+  static constexpr std::uint32_t exit_barrier = 0xfffffffdu;  // beyond every user id
+  static constexpr std::uint32_t collection_entry_barrier = 0xfffffffeu;
   static constexpr std::uint32_t collection_phase_barrier = 0xffffffffu;
   void handle_barrier_arrival(const incoming_request& request, message_reader& reader);
   std::uint32_t barrier_round(std::uint32_t id, barrier_kind kind, const char* call);
@@ -287,10 +288,8 @@ class node {
   void note_collection_call(std::uint32_t number);
   void collect_if_called();
   void collect_garbage();
-  void leave_collections();
   void handle_collection_request(const incoming_request& request, message_reader& reader);
   void handle_collection_call(const incoming_request& request, message_reader& reader);
-  void handle_exiting(const incoming_request& request, message_reader& reader);
 
   // Heap and distribution (heap.cc).
   void* allocate_unlocked(unsigned size);
@@ -367,7 +366,7 @@ class node {
   };
 
   std::unordered_map<std::uint32_t, std::unique_ptr<barrier_episode>> barriers_;
-  int barrier_waiting_ = 0;  // arrivals held at user barriers, all ids (process 0)
+  int barrier_waiting_ = 0;  // arrivals held at user and exit barriers, all ids (process 0)
 
   // Garbage collections, numbered from 1: the newest process 0 has called
   // (set by either thread), and those this process has taken part in and
@@ -376,10 +375,9 @@ class node {
   std::uint32_t collections_done_ = 0;
   bool collection_requested_ = false;
   // Process 0: the newest collection called and the newest finished (one
-  // at a time); once a process has begun Tmk_exit no other is called.
+  // at a time).
   std::uint32_t collections_announced_ = 0;
   std::uint32_t collections_finished_ = 0;
-  bool exit_begun_ = false;
 
   std::unique_ptr<shared_allocator> heap_;  // process 0
   std::vector<std::string> gathered_statistics_;  // process 0, at exit

@@ -238,6 +238,17 @@ TEST(api_misuse_more, mismatched_barrier_ids_are_reported) {
       << describe(result);
 }
 
+// A process that calls Tmk_exit while the others wait at a barrier: the
+// job stops with where each one waits, instead of waiting forever.
+TEST(api_misuse_more, exit_while_others_wait_at_a_barrier_is_reported) {
+  program_result result = run_worker("exit-in-barrier", 3, "ucx");
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_NE(result.err.find("every process waits, but at different barriers"), std::string::npos)
+      << describe(result);
+  EXPECT_NE(result.err.find("process 0 at Tmk_exit"), std::string::npos) << describe(result);
+}
+
 TEST(api_faults, a_fault_outside_the_shared_region_is_an_ordinary_crash) {
   for (int nprocs : {1, 2}) {
     program_result result = run_worker("segv", nprocs, "ucx");

@@ -421,8 +421,7 @@ static void check_transfers(const long *counter, int counters, int groups, unsig
 
 /* Garbage collected in a program that synchronises with locks only:
  * random transfers under locks; the last process, done early, waits at a
- * barrier (garbage-locks) or calls Tmk_exit (garbage-exit: no collection
- * starts after that, as it would not take part, and the job ends with no
+ * barrier (garbage-locks) or in Tmk_exit (garbage-exit, which ends with no
  * barrier), and process 0 waits on a condition until every other process
  * is done.  Collections go on through those waits and through processes
  * queued for a lock whose holder takes part, and every result is exact:
@@ -447,6 +446,9 @@ static void garbage_locks(const char *scenario, int last_exits) {
     Tmk_lock_cond_signal(done_lock, 0);
   }
   Tmk_lock_release(done_lock);
+  collected = (long)Tmk_stat.gc_runs;
+  if (Tmk_proc_id == 0 && Tmk_nprocs > 1)
+    check(collected >= 2, "garbage collections with locks only", collected, 2);
   if (last_exits) {
     if (Tmk_proc_id == 0) {
       for (group = 0; group < groups; group++) Tmk_lock_acquire(group);
@@ -456,11 +458,8 @@ static void garbage_locks(const char *scenario, int last_exits) {
     }
     Tmk_exit(failures ? 1 : 0);
   }
-  collected = (long)Tmk_stat.gc_runs;
   Tmk_barrier(1);
   check_transfers(shared_longs, counters, groups, Tmk_nprocs);
-  if (Tmk_proc_id == 0 && Tmk_nprocs > 1)
-    check(collected >= 2, "garbage collections before the first barrier", collected, 2);
   finish(scenario);
 }
 
@@ -733,6 +732,10 @@ static void misuse(const char *what) {
   if (strcmp(what, "cond-unheld") == 0) Tmk_lock_cond_wait(2, 1);
   if (strcmp(what, "errexit") == 0) Tmk_errexit("giving up after %d tries", 3);
   if (strcmp(what, "mismatched-barriers") == 0) Tmk_barrier(Tmk_proc_id == 0 ? 1 : 2);
+  if (strcmp(what, "exit-in-barrier") == 0) {
+    if (Tmk_proc_id == 0) Tmk_exit(0);
+    Tmk_barrier(1);
+  }
   if (strcmp(what, "segv") == 0) {
     volatile int *nowhere = (volatile int *)(uintptr_t)atoi("16");
     *nowhere = 1;
