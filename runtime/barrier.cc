@@ -52,12 +52,9 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
                      : kind == barrier_kind::exit ? std::string(call)
                                                   : std::string(call) + "(garbage collection)";
   lock.unlock();
-  // A user or exit barrier's wait lets a garbage collection through; the
-  // collection's own barriers do not.
   request_id arrived = send_request(0, arrival, what);
-  bool waits_for_the_program = kind == barrier_kind::user || kind == barrier_kind::exit;
   std::vector<std::byte> answer =
-      waits_for_the_program ? await_synchronization(arrived, what) : await(arrived, what);
+      waits_for_program(kind) ? await_synchronization(arrived, what) : await(arrived, what);
   lock.lock();
   message_reader reader(answer);
   if (reader.type() != message_type::barrier_depart) protocol_failure(what + ": malformed departure");
@@ -79,9 +76,6 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
                  : kind == barrier_kind::exit ? id == exit_barrier
                  : kind == barrier_kind::collection_entry ? id == collection_entry_barrier
                  : kind == barrier_kind::collection_phase && id == collection_phase_barrier;
-  // Arrivals at user barriers and at Tmk_exit's wait for the program; if
-  // every process waits so, at different ids, none will ever go on.
-  bool counted = kind == barrier_kind::user || kind == barrier_kind::exit;
   if (!reader.ok() || rank_ != 0 || !id_fits || !intervals_decode(reader, nprocs_, npages_, records))
     return reject(request, "malformed barrier arrival");
   std::vector<pushed_diff> pushed;
@@ -129,7 +123,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
     episode.kind = kind;
     if (memory > config_.gc_threshold) episode.collect = true;
     ++episode.count;
-    if (counted) ++barrier_waiting_;
+    if (waits_for_program(kind)) ++barrier_waiting_;
     if (episode.count == nprocs_) {
       if (kind == barrier_kind::user && episode.collect && call_collection())
         TMK_LOG(debug, "barrier %u calls garbage collection %u", id, collections_announced_);
@@ -164,14 +158,13 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
         memcpy(departure.buffer().data() + count_offset, &count, sizeof count);
         departures.emplace_back(episode.tokens[process], std::move(departure));
       }
-      if (counted) barrier_waiting_ -= nprocs_;
+      if (waits_for_program(kind)) barrier_waiting_ -= nprocs_;
       barriers_.erase(id);
     } else if (barrier_waiting_ == nprocs_) {
       std::string where;
       for (const auto& [other, waiting] : barriers_)
         for (int process = 0; process < nprocs_; ++process)
-          if ((waiting->kind == barrier_kind::user || waiting->kind == barrier_kind::exit) &&
-              waiting->arrived[process])
+          if (waits_for_program(waiting->kind) && waiting->arrived[process])
             where += (where.empty() ? "" : ", ") + std::string("process ") +
                      std::to_string(process) + " at " +
                      (other == exit_barrier ? std::string("Tmk_exit") : std::to_string(other));

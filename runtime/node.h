@@ -269,6 +269,12 @@ class node {
   // Barriers (barrier.cc).  A round returns the newest garbage collection
   // process 0 had called when the barrier ended.
   enum class barrier_kind : std::uint8_t { user, exit, collection_entry, collection_phase };
+  // User barriers and Tmk_exit's wait for the program: their waits let a
+  // garbage collection through, and if every process waits at such
+  // barriers, at different ids, none will ever go on.
+  static bool waits_for_program(barrier_kind kind) {
+    return kind == barrier_kind::user || kind == barrier_kind::exit;
+  }
   static constexpr std::uint32_t exit_barrier = 0xfffffffdu;  // beyond every user id
   static constexpr std::uint32_t collection_entry_barrier = 0xfffffffeu;
   static constexpr std::uint32_t collection_phase_barrier = 0xffffffffu;
