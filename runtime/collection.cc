@@ -186,6 +186,7 @@ void node::collect_garbage() {
   });
   protect_pages(sealed, page_state::read_only);
   extras_.clear();
+  diffs_.clear();
   clear_notices();
   twinned_.clear();
   subscribed_.clear();

@@ -46,6 +46,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -53,6 +54,7 @@
 #include "Tmk.h"
 #include "allocator.h"
 #include "config.h"
+#include "diff_store.h"
 #include "interval.h"
 #include "job.h"
 #include "message.h"
@@ -73,7 +75,7 @@ struct writer_progress {
 struct sealed_diff {
   std::uint32_t first;  // the intervals [first, last] of this process it covers
   std::uint32_t last;
-  std::vector<std::byte> bytes;
+  std::span<const std::byte> bytes;  // in diffs_ (diff_store.h)
 };
 
 // A process that asked for this process's diffs of a page: until the
@@ -334,6 +336,8 @@ class node {
   bool twinned_sorted_ = true;
   std::size_t twin_count_ = 0;
   std::size_t diff_bytes_ = 0;
+  diff_store diffs_;                    // the bytes of every page_extra's diffs
+  std::vector<std::byte> diff_scratch_;  // where a diff is made before diffs_ keeps it
   vector_time time_;  // intervals incorporated, per process
   interval_store intervals_;
   std::uint32_t barrier_sent_ = 0;  // own intervals already sent to process 0

@@ -191,8 +191,11 @@ const sealed_diff& node::seal_in_place(std::uint32_t page, page_extra& entry) {
 // The diff of a page against its twin, labelled with the intervals it
 // covers, kept for the processes that ask for it.
 void node::record_diff(std::uint32_t page, page_extra& entry) {
-  sealed_diff sealed{entry.twin_start, std::max(entry.twin_start, time_[rank_]), {}};
-  diff_create(entry.twin, runtime_page(page), page_size_, sealed.bytes);
+  diff_scratch_.clear();
+  diff_create(entry.twin, runtime_page(page), page_size_, diff_scratch_);
+  auto kept = diffs_.keep(diff_scratch_);
+  if (!kept) job_.fatal("out of memory for the diff of a page");
+  sealed_diff sealed{entry.twin_start, std::max(entry.twin_start, time_[rank_]), *kept};
   diff_bytes_ += sealed.bytes.size() + sizeof sealed;
   entry.diffs.push_back(std::move(sealed));
   counters_.diffs_created.fetch_add(1, std::memory_order_relaxed);

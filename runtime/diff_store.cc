@@ -1,0 +1,56 @@
+// diff_store.cc — chunks of populated memory that diffs are packed into.
+#include "diff_store.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace tmk {
+
+namespace {
+// Diffs are read as runs of 4-byte words and 2-byte headers.
+constexpr std::size_t alignment = 8;
+}  // namespace
+
+diff_store::~diff_store() {
+  for (const chunk& each : chunks_) munmap(each.base, each.size);
+}
+
+std::optional<std::span<const std::byte>> diff_store::keep(std::span<const std::byte> bytes) {
+  if (bytes.empty()) return std::span<const std::byte>{};
+  std::size_t length = (bytes.size() + alignment - 1) & ~(alignment - 1);
+  // The first chunk from the current one on with room: after clear(), the
+  // chunks mapped before are filled again in order.
+  while (current_ < chunks_.size() && chunks_[current_].size - used_ < length) {
+    ++current_;
+    used_ = 0;
+  }
+  if (current_ == chunks_.size()) {
+    std::size_t size = std::max(chunk_bytes, length);
+    void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (mapped == MAP_FAILED) return std::nullopt;
+    chunks_.push_back({static_cast<std::byte*>(mapped), size});
+    used_ = 0;
+  }
+  std::byte* at = chunks_[current_].base + used_;
+  memcpy(at, bytes.data(), bytes.size());
+  used_ += length;
+  kept_ += bytes.size();
+  return std::span<const std::byte>{at, bytes.size()};
+}
+
+void diff_store::clear() {
+  current_ = 0;
+  used_ = 0;
+  kept_ = 0;
+}
+
+std::size_t diff_store::bytes_mapped() const {
+  std::size_t total = 0;
+  for (const chunk& each : chunks_) total += each.size;
+  return total;
+}
+
+}  // namespace tmk

@@ -1,0 +1,52 @@
+// diff_store.h — the memory that holds the diffs this process made, from
+// the moment each is made until a garbage collection drops them all.
+//
+// Diffs are kept as long as another process may still ask for them, so
+// this memory only grows between collections: every barrier that pushes
+// diffs adds to it.  Taken from the allocator, each new page of it would
+// be faulted in at its first write, one trap per page (10.5 us a page on
+// the 2-core virtual machine of BENCHMARKS.md, against about 1 us a page
+// when the kernel fills a whole mapping in one call).  The store maps
+// chunks of 1 MiB (or one diff, if larger) populated at once and packs
+// diffs into them one after another; clear() keeps the chunks, already
+// populated, for the diffs made after the collection.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace tmk {
+
+class diff_store {
+ public:
+  static constexpr std::size_t chunk_bytes = std::size_t{1} << 20;
+
+  diff_store() = default;
+  diff_store(const diff_store&) = delete;
+  diff_store& operator=(const diff_store&) = delete;
+  ~diff_store();
+
+  // A copy of bytes that stays put until clear(); nothing if no memory
+  // could be mapped for it.
+  std::optional<std::span<const std::byte>> keep(std::span<const std::byte> bytes);
+  // Forgets every diff kept: the spans keep() returned must no longer be
+  // used.  The chunks stay mapped for the next ones.
+  void clear();
+  // Bytes of diffs kept since the last clear(), and bytes mapped.
+  std::size_t bytes_kept() const { return kept_; }
+  std::size_t bytes_mapped() const;
+
+ private:
+  struct chunk {
+    std::byte* base;
+    std::size_t size;
+  };
+  std::vector<chunk> chunks_;
+  std::size_t current_ = 0;  // the chunk being filled (chunks_.size(): none yet)
+  std::size_t used_ = 0;     // bytes of it used
+  std::size_t kept_ = 0;
+};
+
+}  // namespace tmk
