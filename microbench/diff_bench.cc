@@ -3,10 +3,12 @@
 // 1, 64 and all 1024 words changed, beside memcpy of the page, the memory
 // speed floor that a whole-page transfer pays.  The changed words are
 // spread evenly over the page, so that each is a run of its own until
-// they touch.
+// they touch.  Beside them, what a page of fresh memory costs, faulted in
+// at its first write or populated with the rest of a 1 MiB mapping.
 //
 //   diff_bench [--benchmark_format=csv] [other Google Benchmark options]
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -90,6 +92,30 @@ void memcpy_page(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * page_size));
 }
 
+// The memory a kept diff lands in (runtime/diff_store.h): a fresh page
+// faulted in by its first write, against a page of a 1 MiB mapping the
+// kernel populated in one call, then written.  One iteration is 1 MiB.
+void fresh_memory(benchmark::State& state, bool populated) {
+  constexpr std::size_t chunk = std::size_t{1} << 20;
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | (populated ? MAP_POPULATE : 0);
+  for (auto _ : state) {
+    void* mapped = mmap(nullptr, chunk, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (mapped == MAP_FAILED) {
+      state.SkipWithError("mmap failed");
+      break;
+    }
+    auto* bytes = static_cast<volatile char*>(mapped);
+    for (std::size_t at = 0; at < chunk; at += page_size) bytes[at] = 1;
+    state.PauseTiming();
+    munmap(mapped, chunk);
+    state.ResumeTiming();
+  }
+  state.counters["pages"] = static_cast<double>(chunk / page_size);
+}
+
+void fresh_page_faulted(benchmark::State& state) { fresh_memory(state, false); }
+void fresh_page_populated(benchmark::State& state) { fresh_memory(state, true); }
+
 }  // namespace
 
 BENCHMARK(diff_create_page)->ArgName("changed_words")->Arg(0)->Arg(1)->Arg(64)->Arg(words);
@@ -97,5 +123,7 @@ BENCHMARK(diff_apply_page)->ArgName("changed_words")->Arg(0)->Arg(1)->Arg(64)->A
 BENCHMARK(diff_create_low_bytes)->ArgName("changed_words")->Arg(64)->Arg(words);
 BENCHMARK(diff_apply_low_bytes)->ArgName("changed_words")->Arg(64)->Arg(words);
 BENCHMARK(memcpy_page);
+BENCHMARK(fresh_page_faulted)->Unit(benchmark::kMicrosecond);
+BENCHMARK(fresh_page_populated)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

@@ -4,9 +4,10 @@
 // Diffs are kept as long as another process may still ask for them, so
 // this memory only grows between collections: every barrier that pushes
 // diffs adds to it.  Taken from the allocator, each new page of it would
-// be faulted in at its first write, one trap per page (10.5 us a page on
-// the 2-core virtual machine of BENCHMARKS.md, against about 1 us a page
-// when the kernel fills a whole mapping in one call).  The store maps
+// be faulted in at its first write, one trap per page: on the 2-core
+// virtual machine of BENCHMARKS.md 9.6 us a page, against 1.1 us a page of
+// a 1 MiB mapping the kernel populates in one call (diff_bench's
+// fresh_page_faulted and fresh_page_populated).  The store maps
 // chunks of 1 MiB (or one diff, if larger) populated at once and packs
 // diffs into them one after another; clear() keeps the chunks, already
 // populated, for the diffs made after the collection.
