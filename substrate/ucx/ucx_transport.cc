@@ -9,9 +9,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <thread>
 
 #include "log.h"
 
@@ -115,15 +117,33 @@ ucx_transport::ucx_transport(job& owner, const substrate_config& config)
 
 result<std::unique_ptr<transport>> ucx_transport::create(job& owner,
                                                          const substrate_config& config) {
-  std::unique_ptr<ucx_transport> created(new ucx_transport(owner, config));
-  status made = created->initialize();
+  // A network device removed between UCX's listing of the devices and the
+  // opening of a worker's interfaces on them (a container's or a network
+  // namespace's veth going away as the job starts) fails the opening with
+  // "No such device"; a new context lists the devices again.  Opening is
+  // local to this process: the exchange with the others comes after.
+  std::unique_ptr<ucx_transport> created;
+  status opened = status::ok();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    created.reset(new ucx_transport(owner, config));
+    ucs_status_t failed = UCS_OK;
+    opened = created->open_workers(failed);
+    if (opened || failed != UCS_ERR_NO_DEVICE) break;
+    TMK_LOG(info, "%s; opening UCX again", opened.message().c_str());
+  }
+  if (!opened) return opened.context("UCX substrate");
+  status made = created->exchange_addresses();
   if (!made) return made.context("UCX substrate");
   return std::unique_ptr<transport>(std::move(created));
 }
 
-status ucx_transport::initialize() {
+// The context and both workers, this process's alone; failed is the UCX
+// code of what failed.
+status ucx_transport::open_workers(ucs_status_t& failed) {
   ucp_config_t* ucx_config = nullptr;
   ucs_status_t code = ucp_config_read(nullptr, nullptr, &ucx_config);
+  failed = code;
   if (code != UCS_OK) return ucx_status("ucp_config_read", code);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
@@ -133,9 +153,9 @@ status ucx_transport::initialize() {
   params.estimated_num_eps = static_cast<std::size_t>(size_) * 2;
   code = ucp_init(&params, ucx_config, &context_);
   ucp_config_release(ucx_config);
+  failed = code;
   if (code != UCS_OK) return ucx_status("ucp_init", code);
 
-  std::string mine;
   for (int index = 0; index < 2; ++index) {
     auto state = std::make_unique<worker_state>();
     state->owner = this;
@@ -148,6 +168,7 @@ status ucx_transport::initialize() {
     worker_params.thread_mode = index == 0 ? UCS_THREAD_MODE_SERIALIZED : UCS_THREAD_MODE_SINGLE;
     worker_params.events = UCP_WAKEUP_RX | UCP_WAKEUP_TAG_RECV | UCP_WAKEUP_TX;
     code = ucp_worker_create(context_, &worker_params, &state->worker);
+    failed = code;
     if (code != UCS_OK) return ucx_status("ucp_worker_create", code);
     code = ucp_worker_get_efd(state->worker, &state->efd);
     if (code != UCS_OK) return ucx_status("ucp_worker_get_efd", code);
@@ -167,20 +188,23 @@ status ucx_transport::initialize() {
     code = ucp_worker_get_address(state->worker, &address, &address_length);
     if (code != UCS_OK) return ucx_status("ucp_worker_get_address", code);
     std::uint32_t length = static_cast<std::uint32_t>(address_length);
-    mine.append(reinterpret_cast<const char*>(&length), sizeof length);
-    mine.append(reinterpret_cast<const char*>(address), address_length);
+    own_addresses_.append(reinterpret_cast<const char*>(&length), sizeof length);
+    own_addresses_.append(reinterpret_cast<const char*>(address), address_length);
     ucp_worker_release_address(state->worker, address);
     for (auto& list : state->endpoints) list.assign(size_, nullptr);
     workers_[index] = std::move(state);
   }
+  return status::ok();
+}
 
+status ucx_transport::exchange_addresses() {
   if (config_.ucx_path == ucx_data_path::tag)
     for (auto& state : workers_) {
       status posted = prepost(*state);
       if (!posted) return posted;
     }
 
-  auto blobs = job_.allgather(mine);
+  auto blobs = job_.allgather(own_addresses_);
   if (!blobs) return blobs.error();
   return connect(*blobs);
 }

@@ -64,7 +64,8 @@ class ucx_transport final : public transport {
   struct large_receive;
 
   ucx_transport(job& owner, const substrate_config& config);
-  status initialize();
+  status open_workers(ucs_status_t& failed);
+  status exchange_addresses();
   status connect(const std::vector<std::string>& blobs);
   result<ucp_ep_h> endpoint(worker_state& worker, int peer, channel to);
   send_buffer* take_send_buffer(worker_state& worker, std::size_t length);
@@ -97,6 +98,7 @@ class ucx_transport final : public transport {
 
   ucp_context_h context_ = nullptr;
   std::array<std::unique_ptr<worker_state>, 2> workers_;
+  std::string own_addresses_;  // both workers' addresses, as exchange_addresses() sends them
   // Worker addresses of every process: [rank][0] request, [rank][1] reply.
   std::vector<std::array<std::string, 2>> addresses_;
 };
