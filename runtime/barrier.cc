@@ -59,8 +59,10 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   message_reader reader(answer);
   if (reader.type() != message_type::barrier_depart) protocol_failure(what + ": malformed departure");
   std::uint32_t collection = reader.take<std::uint32_t>();
-  if (!reader.ok() || !incorporate(reader)) protocol_failure(what + ": malformed departure");
-  apply_pushed(reader);
+  std::vector<std::uint32_t> still_readable;
+  if (!reader.ok() || !incorporate(reader, &still_readable))
+    protocol_failure(what + ": malformed departure");
+  apply_pushed(reader, still_readable);
   ++barriers_done_;
   return collection;
 }
@@ -223,7 +225,12 @@ void node::push_diffs(message_writer& arrival) {
 // diffs pushed to this process — to a page only if they are every diff it
 // lacks (applied in happens-before order), so that it becomes valid
 // without a fault; otherwise the page is left for its fault to fetch.
-void node::apply_pushed(message_reader& reader) {
+// The application waits in the barrier, and diffs are applied through the
+// runtime's own view: a read-only page the departure's notices invalidated
+// (still_readable) and its pushed diffs complete again stays mapped as it
+// was, with no mprotect either way; the rest of still_readable is
+// protected here.
+void node::apply_pushed(message_reader& reader, std::vector<std::uint32_t>& still_readable) {
   std::uint32_t count = reader.take<std::uint32_t>();
   struct arrived {
     std::int32_t writer;
@@ -255,6 +262,8 @@ void node::apply_pushed(message_reader& reader) {
     if (a.page != b.page) return a.page < b.page;
     return a.order != b.order ? a.order < b.order : a.writer < b.writer;
   });
+  std::sort(still_readable.begin(), still_readable.end());
+  std::vector<bool> stays_readable(still_readable.size(), false);
   std::vector<std::uint32_t> validated;
   unsigned long applied_count = 0;
   for (std::size_t from = 0; from < diffs.size();) {
@@ -285,10 +294,18 @@ void node::apply_pushed(message_reader& reader) {
         ++applied_count;
       }
       set_state(page, page_state::read_only);
-      validated.push_back(page);
+      auto readable = std::lower_bound(still_readable.begin(), still_readable.end(), page);
+      if (readable != still_readable.end() && *readable == page)
+        stays_readable[readable - still_readable.begin()] = true;  // mapped read-only already
+      else
+        validated.push_back(page);
     }
     from = to;
   }
+  std::vector<std::uint32_t> invalidated;
+  for (std::size_t i = 0; i < still_readable.size(); ++i)
+    if (!stays_readable[i]) invalidated.push_back(still_readable[i]);
+  protect_pages(invalidated, page_state::invalid);
   protect_pages(validated, page_state::read_only);
   counters_.diffs_applied.fetch_add(applied_count, std::memory_order_relaxed);
 }

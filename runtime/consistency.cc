@@ -52,7 +52,7 @@ void node::close_interval() {
   counters_.intervals.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool node::incorporate(message_reader& reader) {
+bool node::incorporate(message_reader& reader, std::vector<std::uint32_t>* still_readable) {
   std::vector<interval_record> records;
   if (!intervals_decode(reader, nprocs_, npages_, records)) return false;
   std::vector<std::uint32_t> invalidated, resealed;
@@ -89,7 +89,10 @@ bool node::incorporate(message_reader& reader) {
           continue;
         }
         set_state(page, page_state::invalid);
-        invalidated.push_back(page);
+        if (still_readable != nullptr && state == page_state::read_only)
+          still_readable->push_back(page);
+        else
+          invalidated.push_back(page);
       }
     }
     time_[owner] = record.index;

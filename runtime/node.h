@@ -254,7 +254,12 @@ class node {
 
   // Intervals (consistency.cc).
   void close_interval();
-  bool incorporate(message_reader& reader);
+  // Pages this process could read that a notice invalidates are protected
+  // from the application, except, with still_readable, those that were
+  // read-only: they are listed there, invalid but still mapped readable,
+  // for the caller to protect once it knows which pushed diffs (which need
+  // no fault) bring up to date.
+  bool incorporate(message_reader& reader, std::vector<std::uint32_t>* still_readable = nullptr);
   std::size_t consistency_bytes() const;
 
   // Locks and condition variables (lock.cc).
@@ -283,7 +288,7 @@ class node {
   void handle_barrier_arrival(const incoming_request& request, message_reader& reader);
   std::uint32_t barrier_round(std::uint32_t id, barrier_kind kind, const char* call);
   void push_diffs(message_writer& arrival);
-  void apply_pushed(message_reader& reader);
+  void apply_pushed(message_reader& reader, std::vector<std::uint32_t>& still_readable);
   bool listed_between(int writer, std::uint32_t page, std::uint32_t after,
                       std::uint32_t before) const;
 
