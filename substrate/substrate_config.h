@@ -27,7 +27,7 @@ struct substrate_config {
   notify_mode notify = notify_mode::interrupt;
   ucx_data_path ucx_path = ucx_data_path::am;
   unsigned service_spin_us = 50;
-  unsigned wait_spin_us = 20;
+  unsigned wait_spin_us = 500;
   std::size_t max_message = std::size_t{256} << 20;
   unsigned outstanding = 2;
 

@@ -388,9 +388,16 @@ void transport::interrupt_wait() {
   }
 }
 
-// Spin on the reply channel for TMK_WAIT_SPIN_US (a reply usually comes
-// within a few microseconds), then block on its event fd and the job's
-// failure fd.
+// Spin on the reply channel for TMK_WAIT_SPIN_US, then block on its event
+// fd and the job's failure fd.  A reply from a process that is itself
+// waiting comes within a few microseconds; one from a process still
+// computing, as at a barrier, comes when that process arrives, and a
+// caller asleep by then pays a thread wake-up (tens of microseconds on the
+// virtual machine of BENCHMARKS.md).  The default, 500 us, covers the
+// usual skew between processes at a barrier: in two interleaved runs
+// against 20 us (medians of 7, 2 processes), Jacobi took 0.302 and 0.313 s
+// against 0.327 and 0.324, TSP 0.511 and 0.506 against 0.540 and 0.516;
+// SOR and FFT did not change.
 bool transport::serve_while_waiting() {
   if (config_.notify == notify_mode::poll || !service_.joinable()) return false;
   std::unique_lock own(request_lock_, std::try_to_lock);
@@ -419,15 +426,17 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
   auto interrupted = [&] {
     return interruptible && interrupt_.load(std::memory_order_relaxed) && interrupt_.exchange(false);
   };
-  auto spin_until = clock_type::now() + std::chrono::microseconds(
-                                            core_per_process_ ? config_.wait_spin_us
-                                                              : config_.wait_spin_us / 4);
+  // With more processes on the host than cores, a spinning caller holds a
+  // core some other process needs: it spins a few microseconds at most.
+  const auto spin_window = std::chrono::microseconds(
+      core_per_process_ ? config_.wait_spin_us : std::min(config_.wait_spin_us / 4, 5u));
+  auto spin_until = clock_type::now() + spin_window;
   for (unsigned round = 1;; ++round) {
     progress(channel::reply);
     if (all_done()) return status::ok();
     if (interrupted()) return status(status_code::interrupted, "interrupted");
     if ((round & 3) == 0 && serve_while_waiting()) {
-      spin_until = clock_type::now() + std::chrono::microseconds(config_.wait_spin_us);
+      spin_until = clock_type::now() + spin_window;
       continue;
     }
     if (job_.failed()) return job_.failure();
