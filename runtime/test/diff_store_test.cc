@@ -8,16 +8,11 @@
 #include <vector>
 
 #include "diff_store.h"
+#include "random_bytes.h"
 
 namespace {
 
 using namespace tmk;
-
-std::vector<std::byte> random_bytes(std::mt19937& random, std::size_t size) {
-  std::vector<std::byte> bytes(size);
-  for (auto& b : bytes) b = std::byte(random() & 0xff);
-  return bytes;
-}
 
 struct kept_copy {
   std::vector<std::byte> original;
@@ -31,7 +26,7 @@ std::vector<kept_copy> fill(diff_store& store, std::mt19937& random, std::size_t
   std::size_t kept = 0;
   while (kept < total) {
     std::size_t size = 1 + random() % 4700;
-    kept_copy copy{random_bytes(random, size), {}};
+    kept_copy copy{test::random_bytes(random, size), {}};
     auto stored = store.keep(copy.original);
     EXPECT_TRUE(stored.has_value());
     if (!stored) break;
@@ -68,8 +63,8 @@ TEST(diff_store, an_empty_diff_takes_no_memory) {
 TEST(diff_store, a_diff_larger_than_a_chunk_gets_one_of_its_own) {
   std::mt19937 random(11);
   diff_store store;
-  auto small = random_bytes(random, 100);
-  auto large = random_bytes(random, diff_store::chunk_bytes + 12345);
+  auto small = test::random_bytes(random, 100);
+  auto large = test::random_bytes(random, diff_store::chunk_bytes + 12345);
   auto small_kept = store.keep(small);
   auto large_kept = store.keep(large);
   ASSERT_TRUE(small_kept && large_kept);

@@ -8,16 +8,11 @@
 #include <vector>
 
 #include "diff.h"
+#include "random_bytes.h"
 
 namespace {
 
 using namespace tmk;
-
-std::vector<std::byte> random_page(std::mt19937& random, std::size_t size) {
-  std::vector<std::byte> page(size);
-  for (auto& b : page) b = std::byte(random() & 0xff);
-  return page;
-}
 
 void expect_round_trip(const std::vector<std::byte>& twin, const std::vector<std::byte>& page) {
   std::vector<std::byte> diff;
@@ -59,7 +54,7 @@ TEST_P(diff_code_variant, random_changes_round_trip) {
   std::mt19937 random(12345);
   for (std::size_t size : {4096u, 8192u, 65536u}) {
     for (int trial = 0; trial < 200; ++trial) {
-      auto twin = random_page(random, size);
+      auto twin = test::random_bytes(random, size);
       auto page = twin;
       int changes = static_cast<int>(random() % 300);
       for (int i = 0; i < changes; ++i) page[random() % size] = std::byte(random() & 0xff);
@@ -70,7 +65,7 @@ TEST_P(diff_code_variant, random_changes_round_trip) {
 
 TEST_P(diff_code_variant, every_word_changed) {
   std::mt19937 random(7);
-  auto twin = random_page(random, 4096);
+  auto twin = test::random_bytes(random, 4096);
   auto page = twin;
   for (auto& b : page) b = ~b;
   std::vector<std::byte> diff;
@@ -88,7 +83,7 @@ TEST_P(diff_code_variant, runs_of_every_length_on_every_page_size) {
   for (std::size_t size : {std::size_t{4}, std::size_t{132}, std::size_t{1000}, std::size_t{4096},
                            std::size_t{4100}, std::size_t{65536}, diff_max_page}) {
     for (int trial = 0; trial < 50; ++trial) {
-      auto twin = random_page(random, size);
+      auto twin = test::random_bytes(random, size);
       auto page = twin;
       std::size_t words = size / diff_word;
       for (int run = static_cast<int>(random() % 12); run > 0; --run) {
@@ -99,7 +94,7 @@ TEST_P(diff_code_variant, runs_of_every_length_on_every_page_size) {
       }
       expect_round_trip(twin, page);
     }
-    auto twin = random_page(random, size);
+    auto twin = test::random_bytes(random, size);
     auto page = twin;
     for (auto& b : page) b = ~b;
     std::vector<std::byte> diff;
@@ -185,7 +180,7 @@ TEST_P(diff_code_variant, a_word_changed_in_part_carries_a_mask) {
   // start at odd and even words and end in half bytes.
   std::mt19937 random(5);
   for (int trial = 0; trial < 300; ++trial) {
-    auto base = random_page(random, 4096);
+    auto base = test::random_bytes(random, 4096);
     auto changed = base;
     std::size_t first = random() % 1024, length = 1 + random() % 200;
     for (std::size_t w = first; w < std::min<std::size_t>(1024, first + length); ++w)
