@@ -293,11 +293,16 @@ status transport::send_one_way(int peer, parts payload) {
 
 status transport::reply(const reply_token& to, parts payload) {
   if (to.origin == rank_) return reply_here(to.sequence, payload);
+  return send_and_finish(to.origin, channel::reply, message_kind::reply, to.origin, to.sequence,
+                         payload);
+}
+
+// A send left in flight by the calling thread would stall until it next
+// enters the substrate, which may be much later: it is finished now.
+status transport::send_and_finish(int peer, channel to, message_kind kind, int origin,
+                                  std::uint32_t sequence, parts payload) {
   channel from = serving_requests() ? channel::request : channel::reply;
-  status sent = send(from, to.origin, channel::reply, message_kind::reply, to.origin,
-                     to.sequence, payload);
-  // A send left in flight by the calling thread would stall until it next
-  // enters the substrate, which may be much later: finish it now.
+  status sent = send(from, peer, to, kind, origin, sequence, payload);
   if (sent && from == channel::reply) sent = flush_channel(channel::reply);
   return sent;
 }
@@ -335,11 +340,8 @@ status transport::reply_here(std::uint32_t sequence, parts payload) {
 }
 
 status transport::forward(const incoming_request& request, int peer, parts payload) {
-  channel from = serving_requests() ? channel::request : channel::reply;
-  status sent = send(from, peer, channel::request, message_kind::request, request.origin,
-                     request.sequence, payload);
-  if (sent && from == channel::reply) sent = flush_channel(channel::reply);
-  return sent;
+  return send_and_finish(peer, channel::request, message_kind::request, request.origin,
+                         request.sequence, payload);
 }
 
 status transport::flush() { return flush_channel(channel::reply); }

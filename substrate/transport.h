@@ -233,6 +233,10 @@ class transport {
   status wait_until_done(std::span<const request_id> ids, bool interruptible = false);
   status send(channel from, int peer, channel to, message_kind kind, int origin,
               std::uint32_t sequence, parts payload);
+  // send() from the channel this thread owns now, finished before it
+  // returns when that is the caller's channel.
+  status send_and_finish(int peer, channel to, message_kind kind, int origin,
+                         std::uint32_t sequence, parts payload);
   static void count(std::atomic<std::uint64_t>& counter, std::uint64_t amount) {
     counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
   }
