@@ -262,8 +262,6 @@ void node::apply_pushed(message_reader& reader, std::vector<std::uint32_t>& stil
     if (a.page != b.page) return a.page < b.page;
     return a.order != b.order ? a.order < b.order : a.writer < b.writer;
   });
-  std::sort(still_readable.begin(), still_readable.end());
-  std::vector<bool> stays_readable(still_readable.size(), false);
   std::vector<std::uint32_t> validated;
   unsigned long applied_count = 0;
   for (std::size_t from = 0; from < diffs.size();) {
@@ -294,19 +292,20 @@ void node::apply_pushed(message_reader& reader, std::vector<std::uint32_t>& stil
         ++applied_count;
       }
       set_state(page, page_state::read_only);
-      auto readable = std::lower_bound(still_readable.begin(), still_readable.end(), page);
-      if (readable != still_readable.end() && *readable == page)
-        stays_readable[readable - still_readable.begin()] = true;  // mapped read-only already
-      else
-        validated.push_back(page);
+      validated.push_back(page);  // in page order
     }
     from = to;
   }
-  std::vector<std::uint32_t> invalidated;
-  for (std::size_t i = 0; i < still_readable.size(); ++i)
-    if (!stays_readable[i]) invalidated.push_back(still_readable[i]);
+  // Of still_readable, the pages left invalid lose their mapping; of the
+  // pages validated, those not in it (not mapped readable) gain one.
+  std::sort(still_readable.begin(), still_readable.end());
+  std::vector<std::uint32_t> invalidated, opened;
+  for (std::uint32_t page : still_readable)
+    if (state_of(page) == page_state::invalid) invalidated.push_back(page);
+  std::set_difference(validated.begin(), validated.end(), still_readable.begin(),
+                      still_readable.end(), std::back_inserter(opened));
   protect_pages(invalidated, page_state::invalid);
-  protect_pages(validated, page_state::read_only);
+  protect_pages(opened, page_state::read_only);
   counters_.diffs_applied.fetch_add(applied_count, std::memory_order_relaxed);
 }
 
