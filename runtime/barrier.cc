@@ -59,10 +59,10 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   message_reader reader(answer);
   if (reader.type() != message_type::barrier_depart) protocol_failure(what + ": malformed departure");
   std::uint32_t collection = reader.take<std::uint32_t>();
-  std::vector<std::uint32_t> still_readable;
-  if (!reader.ok() || !incorporate(reader, &still_readable))
+  std::vector<std::uint32_t> still_mapped;
+  if (!reader.ok() || !incorporate(reader, &still_mapped))
     protocol_failure(what + ": malformed departure");
-  apply_pushed(reader, still_readable);
+  apply_pushed(reader, still_mapped);
   ++barriers_done_;
   return collection;
 }
@@ -226,11 +226,11 @@ void node::push_diffs(message_writer& arrival) {
 // lacks (applied in happens-before order), so that it becomes valid
 // without a fault; otherwise the page is left for its fault to fetch.
 // The application waits in the barrier, and diffs are applied through the
-// runtime's own view: a read-only page the departure's notices invalidated
-// (still_readable) and its pushed diffs complete again stays mapped as it
-// was, with no mprotect either way; the rest of still_readable is
-// protected here.
-void node::apply_pushed(message_reader& reader, std::vector<std::uint32_t>& still_readable) {
+// runtime's own view: a page the departure's notices invalidated
+// (still_mapped: read-only, or writable with its twin) and its pushed
+// diffs complete again stays mapped as it was, with no mprotect either
+// way; the rest of still_mapped is protected here.
+void node::apply_pushed(message_reader& reader, std::vector<std::uint32_t>& still_mapped) {
   std::uint32_t count = reader.take<std::uint32_t>();
   struct arrived {
     std::int32_t writer;
@@ -291,19 +291,31 @@ void node::apply_pushed(message_reader& reader, std::vector<std::uint32_t>& stil
         progress.applied = diffs[i].last;
         ++applied_count;
       }
-      set_state(page, page_state::read_only);
+      if (entry.twin != nullptr) {
+        // Writable before the departure and still mapped so: the twin,
+        // whose writes incorporate() made a diff of, takes the diffs too,
+        // so that the next diff holds this process's writes alone.
+        memcpy(entry.twin, runtime_page(page), page_size_);
+        set_state(page, page_state::read_write);
+      } else {
+        set_state(page, page_state::read_only);
+      }
       validated.push_back(page);  // in page order
     }
     from = to;
   }
-  // Of still_readable, the pages left invalid lose their mapping; of the
+  // Of still_mapped, the pages left invalid lose their mapping; of the
   // pages validated, those not in it (not mapped readable) gain one.
-  std::sort(still_readable.begin(), still_readable.end());
+  std::sort(still_mapped.begin(), still_mapped.end());
   std::vector<std::uint32_t> invalidated, opened;
-  for (std::uint32_t page : still_readable)
-    if (state_of(page) == page_state::invalid) invalidated.push_back(page);
-  std::set_difference(validated.begin(), validated.end(), still_readable.begin(),
-                      still_readable.end(), std::back_inserter(opened));
+  for (std::uint32_t page : still_mapped)
+    if (state_of(page) == page_state::invalid) {
+      page_extra& entry = extra(page);
+      if (entry.twin != nullptr) drop_twin(entry);
+      invalidated.push_back(page);
+    }
+  std::set_difference(validated.begin(), validated.end(), still_mapped.begin(),
+                      still_mapped.end(), std::back_inserter(opened));
   protect_pages(invalidated, page_state::invalid);
   protect_pages(opened, page_state::read_only);
   counters_.diffs_applied.fetch_add(applied_count, std::memory_order_relaxed);

@@ -3,9 +3,9 @@
 // An interval closes at a release, a barrier arrival and an acquire when
 // some page is twinned (written since it was last sealed); its write
 // notices are the twinned pages, which stay writable.  Incorporating an
-// interval records, per page, that its writer has newer diffs, seals the
-// page if this process has unsaved writes to it, and invalidates a valid
-// copy — unless the diffs that notice refers to are already applied.
+// interval records, per page, that its writer has newer diffs, makes a diff
+// of this process's unsaved writes to it, and invalidates a valid copy —
+// unless the diffs that notice refers to are already applied.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -52,10 +52,10 @@ void node::close_interval() {
   counters_.intervals.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool node::incorporate(message_reader& reader, std::vector<std::uint32_t>* still_readable) {
+bool node::incorporate(message_reader& reader, std::vector<std::uint32_t>* still_mapped) {
   std::vector<interval_record> records;
   if (!intervals_decode(reader, nprocs_, npages_, records)) return false;
-  std::vector<std::uint32_t> invalidated, resealed;
+  std::vector<std::uint32_t> invalidated;
   unsigned long notices = 0;
   for (auto& record : records) {
     int owner = record.owner;
@@ -75,30 +75,32 @@ bool node::incorporate(message_reader& reader, std::vector<std::uint32_t>* still
         // Only a copy held here needs anything now.
         page_state state = state_of(page);
         if (state != page_state::read_only && state != page_state::read_write) continue;
-        // The application cannot write now, and the page is protected
-        // from it below with the others.  A twin never spans a notice of
-        // another writer for its page, even one whose diffs the copy holds
-        // already (a whole copy from process 0 carries writes of intervals
-        // not heard of yet): a diff is ordered by its first interval, so
-        // writes made after hearing of the other writer's must start a
-        // diff of their own, ordered after it.
+        // A twin never spans a notice of another writer for its page, even
+        // one whose diffs the copy holds already (a whole copy from process
+        // 0 carries writes of intervals not heard of yet): a diff is
+        // ordered by its first interval, so writes made after hearing of
+        // the other writer's must start a diff of their own, ordered after
+        // it.  The application waits in this call and cannot write: the
+        // writes so far become a diff and the twin a copy of the page
+        // (unless an earlier notice of this message did that already), and
+        // the page stays writable.  An empty diff makes the twin
+        // speculative: the interval lists the page only if it is written.
         page_extra& entry = extra(page);
-        if (entry.twin != nullptr) seal(page, entry, false);
-        if (record.index <= applied(page, owner)) {  // in a range applied already
-          if (state == page_state::read_write) resealed.push_back(page);
+        if (entry.twin != nullptr && entry.twin_start <= time_[rank_])
+          entry.speculative = seal_in_place(page, entry).bytes.empty();
+        if (record.index <= applied(page, owner)) continue;  // in a range applied already
+        set_state(page, page_state::invalid);
+        if (still_mapped != nullptr) {
+          still_mapped->push_back(page);
           continue;
         }
-        set_state(page, page_state::invalid);
-        if (still_readable != nullptr && state == page_state::read_only)
-          still_readable->push_back(page);
-        else
-          invalidated.push_back(page);
+        if (entry.twin != nullptr) drop_twin(entry);
+        invalidated.push_back(page);
       }
     }
     time_[owner] = record.index;
     if (!intervals_.add(std::move(record))) return false;
   }
-  protect_pages(resealed, page_state::read_only);
   protect_pages(invalidated, page_state::invalid);
   counters_.write_notices.fetch_add(notices, std::memory_order_relaxed);
   return true;

@@ -12,9 +12,14 @@
 //   stays writable, so a page rewritten every interval costs one fault, not
 //   one per interval.  The page is sealed — write permission taken away
 //   first, then the diff against the twin made and the twin dropped — only
-//   when some process asks for those writes, when a write notice from
-//   another process for the page arrives (even one whose writes the copy
-//   holds already), or at garbage collection.  A sealed diff is labelled
+//   when some process asks for those writes or at garbage collection.  When
+//   a write notice from another process for the page arrives (even one
+//   whose writes the copy holds already), the application waits in a
+//   synchronisation call: the diff is made, the twin becomes a copy of the
+//   page, and the page stays writable unless the notice invalidates it
+//   (or, at a barrier, stays writable too if the diffs pushed with the
+//   departure complete it; the twin is a copy of the page with them).  A
+//   sealed diff is labelled
 //   with the intervals it covers, [twin_start, last closed]; for one page
 //   and writer these ranges never overlap.  Diffs are applied in the order
 //   of their first intervals, which is happens-before order for every
@@ -255,11 +260,11 @@ class node {
   // Intervals (consistency.cc).
   void close_interval();
   // Pages this process could read that a notice invalidates are protected
-  // from the application, except, with still_readable, those that were
-  // read-only: they are listed there, invalid but still mapped readable,
-  // for the caller to protect once it knows which pushed diffs (which need
-  // no fault) bring up to date.
-  bool incorporate(message_reader& reader, std::vector<std::uint32_t>* still_readable = nullptr);
+  // from the application, except, with still_mapped: they are listed
+  // there, invalid but still mapped as they were (a writable one with its
+  // twin), for the caller to protect once it knows which pushed diffs
+  // (which need no fault) bring up to date.
+  bool incorporate(message_reader& reader, std::vector<std::uint32_t>* still_mapped = nullptr);
   std::size_t consistency_bytes() const;
 
   // Locks and condition variables (lock.cc).
@@ -288,7 +293,7 @@ class node {
   void handle_barrier_arrival(const incoming_request& request, message_reader& reader);
   std::uint32_t barrier_round(std::uint32_t id, barrier_kind kind, const char* call);
   void push_diffs(message_writer& arrival);
-  void apply_pushed(message_reader& reader, std::vector<std::uint32_t>& still_readable);
+  void apply_pushed(message_reader& reader, std::vector<std::uint32_t>& still_mapped);
   bool listed_between(int writer, std::uint32_t page, std::uint32_t after,
                       std::uint32_t before) const;
 

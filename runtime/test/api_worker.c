@@ -120,6 +120,29 @@ static void false_sharing(void) {
     }
     Tmk_barrier(2);
   }
+  /* Rounds one barrier apart, as SOR's and Jacobi's are: each process
+   * rewrites its words of the same pages every round and checks them
+   * after the barrier.  Every fourth round it also checks everyone's words,
+   * between two barriers.  Each process reads the others' writes, so their
+   * diffs come with the barriers; a page keeps its mapping across them,
+   * and the diffs a process sends must carry only its own writes, never
+   * a stale copy of another's. */
+  Tmk_barrier(3);
+  for (round = 1; round <= iterations / 10 + 8; round++) {
+    for (word = Tmk_proc_id; word < pages * PAGE_WORDS; word += Tmk_nprocs)
+      shared_ints[word] = round * 1000 + Tmk_proc_id;
+    Tmk_barrier(4);
+    for (word = Tmk_proc_id; word < pages * PAGE_WORDS; word += Tmk_nprocs)
+      check(shared_ints[word] == round * 1000 + (int)Tmk_proc_id, "its own word one barrier later",
+            shared_ints[word], round * 1000 + Tmk_proc_id);
+    if (round % 4 == 0) {
+      for (word = 0; word < pages * PAGE_WORDS; word++) {
+        int expected = round * 1000 + word % (int)Tmk_nprocs;
+        check(shared_ints[word] == expected, "a word one barrier later", shared_ints[word], expected);
+      }
+      Tmk_barrier(5);
+    }
+  }
   finish("false-sharing");
 }
 
