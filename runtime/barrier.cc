@@ -327,7 +327,7 @@ bool node::listed_between(int writer, std::uint32_t page, std::uint32_t after,
   for (std::uint32_t index = after + 1; index < before; ++index) {
     const interval_record* record = intervals_.find(writer, index);
     if (record == nullptr) return true;  // not known: assume it might
-    if (std::binary_search(record->pages.begin(), record->pages.end(), page)) return true;
+    if (record->pages.contains(page)) return true;
   }
   return false;
 }

@@ -47,7 +47,7 @@ void node::close_interval() {
     twinned_sorted_ = true;
   }
   ++time_[rank_];
-  interval_record record{rank_, time_[rank_], time_, twinned_};
+  interval_record record{rank_, time_[rank_], time_, page_list(twinned_)};
   intervals_.add(std::move(record));
   counters_.intervals.fetch_add(1, std::memory_order_relaxed);
 }

@@ -1,11 +1,82 @@
 #include "interval.h"
 
 #include <algorithm>
+#include <cstring>
+#include <iterator>
 
 namespace tmk {
 
+page_list::page_list(std::span<const std::uint32_t> sorted) {
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t end = i + 1;
+    while (end < sorted.size() && sorted[end] == sorted[end - 1] + 1) ++end;
+    runs_.push_back({sorted[i], static_cast<std::uint32_t>(end - i)});
+    i = end;
+  }
+  size_ = sorted.size();
+}
+
+bool page_list::contains(std::uint32_t page) const {
+  auto after = std::upper_bound(runs_.begin(), runs_.end(), page,
+                                [](std::uint32_t p, const page_run& run) { return p < run.first; });
+  return after != runs_.begin() && page - std::prev(after)->first < std::prev(after)->count;
+}
+
+bool page_list::append(std::uint32_t first, std::uint32_t count) {
+  if (count == 0) return false;
+  if (!runs_.empty()) {
+    std::uint64_t end = std::uint64_t{runs_.back().first} + runs_.back().count;
+    if (first < end) return false;
+    if (first == end) {  // one run, as the constructor makes it
+      runs_.back().count += count;
+      size_ += count;
+      return true;
+    }
+  }
+  runs_.push_back({first, count});
+  size_ += count;
+  return true;
+}
+
+namespace {
+constexpr std::uint32_t run_flag = 0x80000000u;
+}
+
+void put_pages(message_writer& writer, const page_list& pages) {
+  std::uint32_t words = 0;
+  for (const page_run& run : pages.runs()) words += run.count == 1 ? 1 : 2;
+  writer.put<std::uint32_t>(words);
+  std::byte* at = writer.reserve(std::size_t{words} * 4);
+  for (const page_run& run : pages.runs()) {
+    std::uint32_t head = run.count == 1 ? run.first : run.first | run_flag;
+    memcpy(at, &head, 4);
+    at += 4;
+    if (run.count == 1) continue;
+    memcpy(at, &run.count, 4);
+    at += 4;
+  }
+}
+
+bool get_pages(message_reader& reader, std::uint32_t npages, page_list& out) {
+  out = page_list();
+  std::uint32_t words = 0;
+  // Every word stands for a page at least.
+  if (!reader.get(words) || words > npages || reader.remaining() / 4 < words) return reader.fail();
+  for (std::uint32_t i = 0; i < words; ++i) {
+    std::uint32_t head = reader.take<std::uint32_t>(), count = 1;
+    if (head & run_flag) {
+      if (++i == words) return reader.fail();
+      count = reader.take<std::uint32_t>();
+      if (count < 2) return reader.fail();
+      head &= ~run_flag;
+    }
+    if (head >= npages || count > npages - head || !out.append(head, count)) return reader.fail();
+  }
+  return reader.ok();
+}
+
 std::size_t interval_bytes(const interval_record& record) {
-  return sizeof record + record.time.size() * 4 + record.pages.size() * 4;
+  return sizeof record + record.time.size() * 4 + record.pages.runs().size() * sizeof(page_run);
 }
 
 bool interval_store::add(interval_record record) {
@@ -41,7 +112,7 @@ bool interval_store::encode(message_writer& writer, const vector_time& have,
       writer.put<std::uint32_t>(record->index);
       std::byte* time = writer.reserve(record->time.size() * 4);
       memcpy(time, record->time.data(), record->time.size() * 4);
-      writer.put_words(record->pages);
+      put_pages(writer, record->pages);
     }
   return true;
 }
@@ -76,9 +147,7 @@ bool intervals_decode(message_reader& reader, int nprocs, std::uint32_t npages,
     for (int q = 0; q < nprocs; ++q)
       if (!reader.get(record.time[q])) return false;
     if (record.time[record.owner] != record.index) return reader.fail();
-    if (!reader.get_words(record.pages, npages)) return false;
-    for (std::uint32_t page : record.pages)
-      if (page >= npages) return reader.fail();
+    if (!get_pages(reader, npages, record.pages)) return false;
     out.push_back(std::move(record));
   }
   return true;

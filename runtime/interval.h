@@ -9,8 +9,12 @@
 // the records the acquirer lacks, so runs stay contiguous.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
+#include <iterator>
+#include <span>
 #include <vector>
 
 #include "message.h"
@@ -18,11 +22,82 @@
 
 namespace tmk {
 
+// A set of page numbers, in increasing order, kept as runs of consecutive
+// pages: write notices are mostly bands of arrays (an interval of SOR or
+// Jacobi lists 500 to 1000 pages in one or two runs), so a record takes a
+// few words where it took 4 bytes a page.  In messages (put_pages): the
+// number of words, then per run the page number, or for a run of two pages
+// or more the first with the top bit set and the count; a list of single
+// pages is the plain list of words.
+struct page_run {
+  std::uint32_t first;
+  std::uint32_t count;
+  bool operator==(const page_run&) const = default;
+};
+
+class page_list {
+ public:
+  class iterator {
+   public:
+    using value_type = std::uint32_t;
+    using difference_type = std::ptrdiff_t;
+    using iterator_category = std::forward_iterator_tag;
+    using reference = std::uint32_t;
+    using pointer = void;
+    iterator() = default;
+    iterator(const page_run* run, std::uint32_t offset) : run_(run), offset_(offset) {}
+    std::uint32_t operator*() const { return run_->first + offset_; }
+    iterator& operator++() {
+      if (++offset_ == run_->count) {
+        ++run_;
+        offset_ = 0;
+      }
+      return *this;
+    }
+    iterator operator++(int) {
+      iterator before = *this;
+      ++*this;
+      return before;
+    }
+    bool operator==(const iterator&) const = default;
+
+   private:
+    const page_run* run_ = nullptr;
+    std::uint32_t offset_ = 0;
+  };
+
+  page_list() = default;
+  // From page numbers in increasing order, each once.
+  explicit page_list(std::span<const std::uint32_t> sorted);
+  page_list(std::initializer_list<std::uint32_t> sorted)
+      : page_list(std::span<const std::uint32_t>(sorted.begin(), sorted.size())) {}
+
+  iterator begin() const { return {runs_.data(), 0}; }
+  iterator end() const { return {runs_.data() + runs_.size(), 0}; }
+  std::size_t size() const { return size_; }  // pages
+  bool empty() const { return size_ == 0; }
+  bool contains(std::uint32_t page) const;
+  std::span<const page_run> runs() const { return runs_; }
+  // Adds count pages from first, all above every page held (a run that
+  // continues the last one joins it); false, and nothing added, otherwise.
+  bool append(std::uint32_t first, std::uint32_t count);
+  bool operator==(const page_list&) const = default;
+
+ private:
+  std::vector<page_run> runs_;
+  std::size_t size_ = 0;
+};
+
+void put_pages(message_writer& writer, const page_list& pages);
+// Reads what put_pages wrote: pages below npages, increasing; false on
+// anything else.
+bool get_pages(message_reader& reader, std::uint32_t npages, page_list& out);
+
 struct interval_record {
   std::int32_t owner = 0;
   std::uint32_t index = 0;  // 1, 2, ... per owner
   vector_time time;         // time[owner] == index
-  std::vector<std::uint32_t> pages;
+  page_list pages;
 };
 
 class interval_store {

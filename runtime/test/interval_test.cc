@@ -2,6 +2,9 @@
 // of intervals and write notices in messages.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "interval.h"
 #include "message.h"
 #include "vector_time.h"
@@ -27,7 +30,7 @@ TEST(vector_time, order_and_merge) {
 interval_record make(int owner, std::uint32_t index, vector_time time,
                      std::vector<std::uint32_t> pages) {
   time[owner] = index;
-  return {owner, index, std::move(time), std::move(pages)};
+  return {owner, index, std::move(time), page_list(pages)};
 }
 
 TEST(interval_store, keeps_contiguous_runs) {
@@ -39,7 +42,7 @@ TEST(interval_store, keeps_contiguous_runs) {
   EXPECT_EQ(store.known(1), 2u);
   EXPECT_EQ(store.known(0), 0u);
   ASSERT_NE(store.find(1, 2), nullptr);
-  EXPECT_EQ(store.find(1, 2)->pages, (std::vector<std::uint32_t>{6, 7}));
+  EXPECT_EQ(store.find(1, 2)->pages, (page_list{6, 7}));
   EXPECT_EQ(store.find(1, 3), nullptr);
   store.discard_through({0, 1, 0});
   EXPECT_EQ(store.find(1, 1), nullptr);
@@ -63,7 +66,7 @@ TEST(interval_store, encodes_what_the_receiver_lacks) {
   EXPECT_EQ(records[0].owner, 0);
   EXPECT_EQ(records[0].index, 2u);
   EXPECT_EQ(records[1].owner, 1);
-  EXPECT_EQ(records[1].pages, (std::vector<std::uint32_t>{3, 4}));
+  EXPECT_EQ(records[1].pages, (page_list{3, 4}));
   EXPECT_EQ(records[1].time, (vector_time{1, 1}));
   // An interval the store never had cannot be sent.
   message_writer missing(message_type::lock_grant);
@@ -89,7 +92,74 @@ TEST(interval_store, encodes_nothing_a_collection_discarded) {
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].owner, 0);
   EXPECT_EQ(records[0].index, 3u);
-  EXPECT_EQ(records[0].pages, (std::vector<std::uint32_t>{4}));
+  EXPECT_EQ(records[0].pages, (page_list{4}));
+}
+
+TEST(page_list, keeps_runs_of_consecutive_pages) {
+  std::vector<std::uint32_t> pages{3, 4, 5, 9, 20, 21};
+  page_list list(pages);
+  EXPECT_EQ(list.size(), 6u);
+  EXPECT_EQ(std::vector<std::uint32_t>(list.begin(), list.end()), pages);
+  ASSERT_EQ(list.runs().size(), 3u);
+  EXPECT_EQ(list.runs()[0], (page_run{3, 3}));
+  EXPECT_EQ(list.runs()[1], (page_run{9, 1}));
+  EXPECT_EQ(list.runs()[2], (page_run{20, 2}));
+  for (std::uint32_t page = 0; page < 30; ++page)
+    EXPECT_EQ(list.contains(page), std::find(pages.begin(), pages.end(), page) != pages.end()) << page;
+  EXPECT_TRUE(page_list().empty());
+  EXPECT_FALSE(page_list().contains(0));
+  EXPECT_EQ(page_list().begin(), page_list().end());
+}
+
+TEST(page_list, travels_in_a_few_words) {
+  std::vector<std::uint32_t> band(1000);
+  for (std::uint32_t i = 0; i < band.size(); ++i) band[i] = 500 + i;
+  band.push_back(1600);
+  page_list list(band);
+  message_writer writer(message_type::barrier_depart);
+  put_pages(writer, list);
+  EXPECT_EQ(writer.size(), 1 + 4 + 3 * 4u);  // type, word count, run (2 words), page
+  message_reader reader(writer.bytes());
+  reader.type();
+  page_list back;
+  ASSERT_TRUE(get_pages(reader, 2000, back));
+  EXPECT_EQ(back, list);
+  EXPECT_EQ(reader.remaining(), 0u);
+  // A page list of single pages is a plain list of words.
+  message_writer plain(message_type::barrier_depart);
+  plain.put_words(std::vector<std::uint32_t>{2, 7, 8});
+  message_reader plain_reader(plain.bytes());
+  plain_reader.type();
+  ASSERT_TRUE(get_pages(plain_reader, 10, back));
+  EXPECT_EQ(back, (page_list{2, 7, 8}));
+}
+
+TEST(page_list, refuses_malformed_lists) {
+  auto decodes = [](std::vector<std::uint32_t> words, std::uint32_t npages) {
+    message_writer writer(message_type::barrier_depart);
+    writer.put_words(words);
+    message_reader reader(writer.bytes());
+    reader.type();
+    page_list list;
+    return get_pages(reader, npages, list);
+  };
+  constexpr std::uint32_t run = 0x80000000u;
+  EXPECT_TRUE(decodes({1, run | 3, 4, 9}, 10));
+  EXPECT_FALSE(decodes({3, 1}, 10));                   // decreasing
+  EXPECT_FALSE(decodes({3, 3}, 10));                   // twice
+  EXPECT_FALSE(decodes({run | 3, 4, 5}, 10));          // overlaps the run before
+  EXPECT_FALSE(decodes({run | 3, 1}, 10));             // a run of one page
+  EXPECT_FALSE(decodes({run | 3}, 10));                // a run without its count
+  EXPECT_FALSE(decodes({run | 8, 3}, 10));             // a run past the last page
+  EXPECT_FALSE(decodes({run | 8, 0xfffffff9u}, 10));   // a count that wraps around
+  EXPECT_FALSE(decodes({10}, 10));                     // a page out of range
+  message_writer lying(message_type::barrier_depart);
+  lying.put<std::uint32_t>(3);
+  lying.put<std::uint32_t>(1);
+  message_reader reader(lying.bytes());
+  reader.type();
+  page_list list;
+  EXPECT_FALSE(get_pages(reader, 10, list));           // fewer words than it says
 }
 
 TEST(interval_decode, refuses_malformed_records) {
