@@ -247,7 +247,8 @@ class node {
   void make_writable(std::uint32_t page);
   void seal(std::uint32_t page, page_extra& extra, bool protect_first = true);
   const sealed_diff& seal_in_place(std::uint32_t page, page_extra& extra);
-  void record_diff(std::uint32_t page, page_extra& extra);
+  void seal_while_writable(std::uint32_t page, page_extra& extra);
+  void record_diff(std::uint32_t page, page_extra& extra, const std::byte* contents = nullptr);
   void drop_twin(page_extra& extra);
   void validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool first_read = false);
   void fetch_whole_pages(const std::vector<std::uint32_t>& pages,
@@ -348,6 +349,7 @@ class node {
   std::size_t diff_bytes_ = 0;
   diff_store diffs_;                    // the bytes of every page_extra's diffs
   std::vector<std::byte> diff_scratch_;  // where a diff is made before diffs_ keeps it
+  std::vector<std::byte> snapshot_;      // a page copied while the application may write it
   vector_time time_;  // intervals incorporated, per process
   interval_store intervals_;
   std::uint32_t barrier_sent_ = 0;  // own intervals already sent to process 0

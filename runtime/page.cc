@@ -188,11 +188,32 @@ const sealed_diff& node::seal_in_place(std::uint32_t page, page_extra& entry) {
   return entry.diffs.back();
 }
 
-// The diff of a page against its twin, labelled with the intervals it
-// covers, kept for the processes that ask for it.
-void node::record_diff(std::uint32_t page, page_extra& entry) {
+// Seals a page the application may be writing meanwhile, as a diff
+// request's service does, without taking its write permission away: that
+// mprotect would have to stop the application's CPU (a TLB shootdown,
+// 270-310 us from the service thread on the machine of BENCHMARKS.md for a
+// run of 16 pages) and would cost the application a write fault later.
+// The page is copied once; the diff is made against that copy, which
+// becomes the twin.  A write the copy missed differs from the new twin and
+// goes into the next diff; one it caught is in this diff (as a seal's diff
+// may also hold writes of the open interval) and not again.  The twin is
+// speculative: the page is listed again only if it is written.
+void node::seal_while_writable(std::uint32_t page, page_extra& entry) {
+  snapshot_.resize(page_size_);
+  memcpy(snapshot_.data(), runtime_page(page), page_size_);
+  record_diff(page, entry, snapshot_.data());
+  memcpy(entry.twin, snapshot_.data(), page_size_);
+  entry.twin_start = time_[rank_] + 1;
+  entry.speculative = true;
+}
+
+// The diff of a page (or of contents, a copy of it) against its twin,
+// labelled with the intervals it covers, kept for the processes that ask
+// for it.
+void node::record_diff(std::uint32_t page, page_extra& entry, const std::byte* contents) {
   diff_scratch_.clear();
-  diff_create(entry.twin, runtime_page(page), page_size_, diff_scratch_);
+  diff_create(entry.twin, contents != nullptr ? contents : runtime_page(page), page_size_,
+              diff_scratch_);
   auto kept = diffs_.keep(diff_scratch_);
   if (!kept) job_.fatal("out of memory for the diff of a page");
   sealed_diff sealed{entry.twin_start, std::max(entry.twin_start, time_[rank_]), *kept};
@@ -405,9 +426,6 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
   answer.put<std::uint32_t>(asked);
   {
     std::lock_guard lock(mutex_);
-    // Write permission goes for every page to seal at once: one mprotect
-    // per run of pages instead of one per page.
-    std::vector<std::uint32_t> to_seal;
     for (const auto& range : ranges) {
       if (range.to > time_[rank_]) return reject(request, "diffs of intervals not closed yet");
       // The requester reads this page: its diffs go to it with the next
@@ -415,12 +433,7 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
       if (request.origin != rank_) subscribe(range.page, request.origin, range.page == faulted);
       page_extra* entry = extras_.find(range.page);
       if (entry != nullptr && entry->twin != nullptr && entry->twin_start <= range.to)
-        to_seal.push_back(range.page);
-    }
-    protect_pages(to_seal, page_state::read_only);
-    for (std::uint32_t page : to_seal) {
-      page_extra& entry = *extras_.find(page);
-      if (entry.twin != nullptr) seal(page, entry, false);
+        seal_while_writable(range.page, *entry);
     }
     for (const auto& range : ranges) {
       std::uint32_t page = range.page, from = range.from, to = range.to;
