@@ -10,18 +10,19 @@
 //   read-write.  The twin then spans intervals: every interval that closes
 //   while the page is twinned lists it in its write notices, and the page
 //   stays writable, so a page rewritten every interval costs one fault, not
-//   one per interval.  The page is sealed — write permission taken away
-//   first, then the diff against the twin made and the twin dropped — only
-//   when some process asks for those writes or at garbage collection.  When
-//   a write notice from another process for the page arrives (even one
-//   whose writes the copy holds already), the application waits in a
-//   synchronisation call: the diff is made, the twin becomes a copy of the
-//   page, and the page stays writable unless the notice invalidates it
-//   (or, at a barrier, stays writable too if the diffs pushed with the
-//   departure complete it; the twin is a copy of the page with them).  A
-//   sealed diff is labelled
-//   with the intervals it covers, [twin_start, last closed]; for one page
-//   and writer these ranges never overlap.  Diffs are applied in the order
+//   one per interval.  The page is sealed — its writes so far made a diff
+//   against the twin — only when some process asks for those writes
+//   (the diff is made against a copy of the page, which becomes the twin,
+//   and the page stays writable), when a write notice from another process
+//   for the page arrives (even one whose writes the copy holds already:
+//   the application waits in a synchronisation call, the twin becomes a
+//   copy of the page, and the page stays writable unless the notice
+//   invalidates it, or, at a barrier, stays writable even then if the
+//   diffs pushed with the departure complete it, the twin taking them
+//   too), when process 0 sends the page whole, or at garbage collection
+//   (both take write permission away and drop the twin).  A sealed diff is
+//   labelled with the intervals it covers, [twin_start, last closed]; for
+//   one page and writer these ranges never overlap.  Diffs are applied in the order
 //   of their first intervals, which is happens-before order for every
 //   write in them because a twin never spans a notice of another writer
 //   for its page: the writes of other processes that a diff's writes
