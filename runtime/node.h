@@ -19,10 +19,11 @@
 //   copy of the page, and the page stays writable unless the notice
 //   invalidates it, or, at a barrier, stays writable even then if the
 //   diffs pushed with the departure complete it, the twin taking them
-//   too), when process 0 sends the page whole, or at garbage collection
-//   (both take write permission away and drop the twin).  A sealed diff is
-//   labelled with the intervals it covers, [twin_start, last closed]; for
-//   one page and writer these ranges never overlap.  Diffs are applied in the order
+//   too), when process 0 sends the page whole (as for a diff request), or
+//   at garbage collection (which takes write permission away and drops the
+//   twin).  A sealed diff is labelled with the intervals it covers,
+//   [twin_start, last closed]; for one page and writer these ranges never
+//   overlap.  Diffs are applied in the order
 //   of their first intervals, which is happens-before order for every
 //   write in them because a twin never spans a notice of another writer
 //   for its page: the writes of other processes that a diff's writes
@@ -226,7 +227,6 @@ class node {
   std::byte* runtime_page(std::uint32_t page) const {
     return runtime_view_ + static_cast<std::size_t>(page) * page_size_;
   }
-  void protect(std::uint32_t page, page_state state);
   void protect_pages(std::vector<std::uint32_t>& pages, page_state state);
   page_extra& extra(std::uint32_t page) { return extras_.at(page); }
   bool never_written(std::uint32_t page) const;
@@ -246,7 +246,6 @@ class node {
   }
   writer_progress& progress_of(page_extra& page, int writer);
   void make_writable(std::uint32_t page);
-  void seal(std::uint32_t page, page_extra& extra, bool protect_first = true);
   const sealed_diff& seal_in_place(std::uint32_t page, page_extra& extra);
   void seal_while_writable(std::uint32_t page, page_extra& extra);
   void record_diff(std::uint32_t page, page_extra& extra, const std::byte* contents = nullptr);

@@ -54,11 +54,6 @@ void node::set_state(std::uint32_t page, page_state state) {
   states_[page] = static_cast<std::uint8_t>(state) ^ initial;
 }
 
-void node::protect(std::uint32_t page, page_state state) {
-  std::vector<std::uint32_t> one{page};
-  protect_pages(one, state);
-}
-
 // Changes the application view's protection of pages, one mprotect per run
 // of consecutive pages.  Every run of pages with a protection different
 // from its neighbours is a kernel mapping; running out of them is reported
@@ -167,20 +162,9 @@ void node::make_writable(std::uint32_t page) {
   protect_pages(batch, page_state::read_write);
 }
 
-// Takes write permission away first (unless the caller already has, for a
-// whole batch, or the application cannot run meanwhile), so that the
-// application cannot write while the diff is made; its next write faults
-// and makes a new twin.
-void node::seal(std::uint32_t page, page_extra& entry, bool protect_first) {
-  if (protect_first) protect(page, page_state::read_only);
-  set_state(page, page_state::read_only);
-  record_diff(page, entry);
-  drop_twin(entry);
-}
-
-// Seals a page the application cannot write meanwhile without closing it:
-// the diff against the twin is recorded as seal() does, and the twin
-// becomes a copy of the page, starting with the next interval.
+// Seals a page the application cannot write meanwhile: the diff against
+// the twin is recorded, and the twin becomes a copy of the page, starting
+// with the next interval.
 const sealed_diff& node::seal_in_place(std::uint32_t page, page_extra& entry) {
   record_diff(page, entry);
   memcpy(entry.twin, runtime_page(page), page_size_);
@@ -188,8 +172,8 @@ const sealed_diff& node::seal_in_place(std::uint32_t page, page_extra& entry) {
   return entry.diffs.back();
 }
 
-// Seals a page the application may be writing meanwhile, as a diff
-// request's service does, without taking its write permission away: that
+// Seals a page the application may be writing meanwhile, as serving a diff
+// or page request does, without taking its write permission away: that
 // mprotect would have to stop the application's CPU (a TLB shootdown,
 // 270-310 us from the service thread on the machine of BENCHMARKS.md for a
 // run of 16 pages) and would cost the application a write fault later.
@@ -457,11 +441,12 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
 
 // Process 0's copy of a page: sealed first if its twin holds writes of a
 // closed interval (so that no copy ever lacks writes of a closed interval
-// without saying so: garbage collection drops twins without diffs); the
-// twin itself if it holds only writes of the open interval (which no one
-// may see yet).  The pages a fault asks for after the faulting one are
-// sealed too, all with one mprotect: a reader that never saw them reads
-// on, and a page left out would cost it a round trip of its own.
+// without saying so: garbage collection drops twins without diffs), and
+// then, as a page twinned in the open interval is, served as its twin (no
+// one may see writes of the open interval yet; a seal's twin is the copy
+// its diff was made against).  The pages a fault asks for after the
+// faulting one are served too: a reader that never saw them reads on, and
+// a page left out would cost it a round trip of its own.
 void node::handle_page_request(const incoming_request& request, message_reader& reader) {
   std::vector<std::uint32_t> pages;
   if (!reader.get_words(pages, 1024) || pages.empty() || rank_ != 0)
@@ -469,17 +454,12 @@ void node::handle_page_request(const incoming_request& request, message_reader& 
   message_writer answer(message_type::page_reply);
   {
     std::lock_guard lock(mutex_);
-    std::vector<std::uint32_t> to_seal;
-    for (std::uint32_t page : pages) {
+    for (std::uint32_t page : pages)
       if (page >= npages_) return reject(request, "page out of range");
+    for (std::uint32_t page : pages) {
       page_extra* found = extras_.find(page);
       if (found != nullptr && found->twin != nullptr && found->twin_start <= time_[rank_])
-        to_seal.push_back(page);
-    }
-    protect_pages(to_seal, page_state::read_only);
-    for (std::uint32_t page : to_seal) {
-      page_extra& entry = *extras_.find(page);
-      if (entry.twin != nullptr) seal(page, entry, false);  // a page asked for twice
+        seal_while_writable(page, *found);  // once for a page asked for twice
     }
     for (std::uint32_t page : pages) {
       // The copy holds this process's writes up to own_version; a page
