@@ -19,8 +19,9 @@ const setting_description substrate_table[] = {
      "how long the service thread spins for the next request before sleeping, while its "
      "process waits (an eighth of it while the process computes; microseconds)"},
     {"TMK_WAIT_SPIN_US", "500",
-     "time a caller spins for its reply before blocking on the event fd (microseconds; at most 5 "
-     "when the host's processes outnumber its cores)"},
+     "time a caller spins for its reply before blocking on the event fd, and again after each "
+     "wake-up that does not complete the reply (microseconds; at most 5 when the host's "
+     "processes outnumber its cores)"},
     {"TMK_MAX_MESSAGE", "256M", "largest message the substrate accepts (bytes, K/M/G suffix)"},
     {"TMK_OUTSTANDING", "2",
      "outstanding small requests per peer that preposted receive buffers cover"},
