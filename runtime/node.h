@@ -11,24 +11,26 @@
 //   while the page is twinned lists it in its write notices, and the page
 //   stays writable, so a page rewritten every interval costs one fault, not
 //   one per interval.  The page is sealed — its writes so far made a diff
-//   against the twin — only when some process asks for those writes
-//   (the diff is made against a copy of the page, which becomes the twin,
-//   and the page stays writable), when a write notice from another process
-//   for the page arrives (even one whose writes the copy holds already:
-//   the application waits in a synchronisation call, the twin becomes a
-//   copy of the page, and the page stays writable unless the notice
-//   invalidates it, or, at a barrier, stays writable even then if the
-//   diffs pushed with the departure complete it, the twin taking them
-//   too), when process 0 sends the page whole (as for a diff request), or
-//   at garbage collection (which takes write permission away and drops the
-//   twin).  A sealed diff is labelled with the intervals it covers,
-//   [twin_start, last closed]; for one page and writer these ranges never
-//   overlap.  Diffs are applied in the order
-//   of their first intervals, which is happens-before order for every
-//   write in them because a twin never spans a notice of another writer
-//   for its page: the writes of other processes that a diff's writes
-//   follow come before its first interval.  (So a diff may also carry
-//   writes of the open interval made before the seal.)
+//   against the twin — only in these cases:
+//   * some process asks for those writes, or process 0 sends the page
+//     whole: the diff is made against a copy of the page, which becomes
+//     the twin, and the page stays writable;
+//   * a write notice from another process for the page arrives, even one
+//     whose writes the copy holds already: the application waits in a
+//     synchronisation call, the twin becomes a copy of the page, and the
+//     page stays writable unless the notice invalidates it (at a barrier,
+//     even then if the diffs pushed with the departure complete it, the
+//     twin taking them too);
+//   * garbage collection, which takes write permission away and drops the
+//     twin.
+//   A sealed diff is labelled with the intervals it covers, [twin_start,
+//   last closed]; for one page and writer these ranges never overlap.
+//   Diffs are applied in the order of their first intervals, which is
+//   happens-before order for every write in them because a twin never
+//   spans a notice of another writer for its page: the writes of other
+//   processes that a diff's writes follow come before its first interval.
+//   (So a diff may also carry writes of the open interval made before the
+//   seal.)
 // - Each process records per page and writer how far it has applied that
 //   writer's diffs and how far it has been notified; a fault fetches the
 //   missing ranges from every writer at once and applies the diffs in
