@@ -104,6 +104,11 @@ void node::startup(int argc, char** argv) {
   the_node->install_fault_handler();
   node* self = the_node;
   self->link_->start([self](const incoming_request& request) { self->handle_request(request); });
+  status warmed = self->link_->warm_up();
+  if (!warmed) {
+    if (warmed.code() == status_code::peer_lost) owner->fatal_lost(warmed, "Tmk_startup");
+    owner->fatal("Tmk_startup: warming up the substrate: " + warmed.message());
+  }
 
   Tmk_proc_id = static_cast<unsigned>(self->rank_);
   Tmk_nprocs = static_cast<unsigned>(self->nprocs_);

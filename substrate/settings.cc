@@ -23,6 +23,9 @@ const setting_description substrate_table[] = {
      "wake-up that does not complete the reply (microseconds; at most 5 when the host's "
      "processes outnumber its cores)"},
     {"TMK_MAX_MESSAGE", "256M", "largest message the substrate accepts (bytes, K/M/G suffix)"},
+    {"TMK_WARM_UP", "1M",
+     "largest message exchanged at start-up to open connections and touch buffers before the "
+     "program's first exchanges (0: none)"},
     {"TMK_OUTSTANDING", "2",
      "outstanding small requests per peer that preposted receive buffers cover"},
     {"TMK_CONNECT_TIMEOUT", "30", "seconds to wait for every process to arrive at start-up"},

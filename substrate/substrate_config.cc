@@ -78,6 +78,11 @@ result<substrate_config> substrate_config::from_environment() {
     if (!parsed) return parsed.error();
     config.max_message = *parsed;
   }
+  if (auto value = setting_value("TMK_WARM_UP")) {
+    auto parsed = parse_size("TMK_WARM_UP", *value, 0, std::uint64_t{1} << 31);
+    if (!parsed) return parsed.error();
+    config.warm_up_bytes = *parsed;
+  }
   if (auto value = setting_value("TMK_OUTSTANDING")) {
     auto parsed = parse_unsigned("TMK_OUTSTANDING", *value, 1, 64);
     if (!parsed) return parsed.error();

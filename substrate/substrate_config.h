@@ -29,6 +29,7 @@ struct substrate_config {
   unsigned service_spin_us = 50;
   unsigned wait_spin_us = 500;
   std::size_t max_message = std::size_t{256} << 20;
+  std::size_t warm_up_bytes = std::size_t{1} << 20;
   unsigned outstanding = 2;
 
   static result<substrate_config> from_environment();

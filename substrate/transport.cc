@@ -175,6 +175,8 @@ void transport::set_caller_idle(bool idle) {
 }
 
 void transport::deliver_request(const wire_header& header, byte_span payload) {
+  if (header.kind == message_kind::warm_up && header.origin >= 0 && header.origin < size_)
+    return answer_warm_up(header, payload);
   if ((header.kind != message_kind::request && header.kind != message_kind::one_way) ||
       header.origin < 0 || header.origin >= size_ || header.sender < 0 || header.sender >= size_) {
     TMK_LOG(warn, "dropped a malformed request (kind %d, origin %d, sender %d)",
@@ -203,8 +205,8 @@ void transport::release_pending(pending_reply& slot) {
 std::vector<std::byte>* transport::reply_destination(const wire_header& header,
                                                      std::size_t length) {
   pending_reply* slot = find_pending(header.sequence);
-  if (header.kind != message_kind::reply || header.origin != rank_ || slot == nullptr ||
-      slot->done) {
+  if ((header.kind != message_kind::reply && header.kind != message_kind::warm_up_reply) ||
+      header.origin != rank_ || slot == nullptr || slot->done) {
     TMK_LOG(warn, "dropped a reply nobody waits for (request %u from process %d)",
             header.sequence, header.sender);
     return nullptr;
@@ -218,6 +220,7 @@ void transport::reply_complete(const wire_header& header) {
   if (slot == nullptr) return;
   slot->done.store(true, std::memory_order_release);
   causal_acquire();
+  if (header.kind == message_kind::warm_up_reply) return;
   count(caller_counters_.messages_received, 1);
   count(caller_counters_.bytes_received, slot->payload.size() + sizeof(wire_header));
 }
@@ -250,7 +253,7 @@ status transport::send(channel from, int peer, channel to, message_kind kind, in
   status sent = post(from, peer, to, header, payload, length);
   if (sent && peer == rank_ && to == channel::reply)
     caller_woken_.store(true, std::memory_order_relaxed);
-  if (sent) {
+  if (sent && kind != message_kind::warm_up && kind != message_kind::warm_up_reply) {
     thread_counters& mine = from == channel::request ? service_counters_ : caller_counters_;
     count(mine.messages_sent, 1);
     count(mine.bytes_sent, length + sizeof header);
@@ -270,6 +273,109 @@ result<request_id> transport::take_slot() {
   slot.id = id;
   slot.done = false;
   return id;
+}
+
+namespace {
+// A warm_up message: the reply's size, then the process to pass it on to
+// (or -1), then filler up to the size being sent.
+struct warm_up_ask {
+  std::uint64_t reply_bytes;
+  std::int32_t pass_to;
+};
+constexpr std::size_t warm_up_ask_bytes = sizeof(std::uint64_t) + sizeof(std::int32_t);
+constexpr std::size_t warm_up_batch = 512;  // requests outstanding at once
+}  // namespace
+
+// A first exchange pays for what is made on first use: the endpoint to a
+// process, a size class's send buffers (mapped and registered: 0.56 ms
+// once, measured in a 2-process FFT), and every page touched the first
+// time (about 10 us each on the machine of BENCHMARKS.md) in the shared
+// memory a message is copied through and in the buffers a large one is
+// built, sent and assembled in.  Before this, FFT's first iterations paid
+// for it all: its 400 KB round trips took 5.3 ms the first time and
+// 0.1-0.3 ms after.
+status transport::warm_up() {
+  std::size_t largest = std::min(config_.warm_up_bytes, config_.max_message);
+  if (size_ == 1 || largest == 0) return status::ok();
+  std::vector<std::byte> message(std::max(largest, warm_up_ask_bytes));
+  auto ask = [&](int peer, std::uint64_t reply_bytes, std::int32_t pass_to,
+                 std::size_t bytes) -> result<request_id> {
+    memcpy(message.data(), &reply_bytes, sizeof reply_bytes);
+    memcpy(message.data() + sizeof reply_bytes, &pass_to, sizeof pass_to);
+    auto id = take_slot();
+    if (!id) return id;
+    status sent = send(channel::reply, peer, channel::request, message_kind::warm_up, rank_, *id,
+                       {byte_span{message.data(), std::max(bytes, warm_up_ask_bytes)}});
+    if (!sent) {
+      release_pending(*find_pending(*id));
+      return sent;
+    }
+    return id;
+  };
+  // Every other process: a request to it answered on this process's reply
+  // channel, and one it passes back to this process's request channel (as
+  // a lock's manager passes a request on).
+  std::vector<request_id> ids;
+  auto await_asked = [&]() -> status {
+    if (ids.empty()) return status::ok();
+    std::vector<std::vector<std::byte>> replies(ids.size());
+    status done = wait_replies(ids, replies);
+    ids.clear();
+    return done;
+  };
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    for (std::int32_t pass_to : {std::int32_t{-1}, std::int32_t{rank_}}) {
+      auto id = ask(peer, 0, pass_to, 0);
+      if (!id) return id.error();
+      ids.push_back(*id);
+    }
+    if (ids.size() >= warm_up_batch) {
+      status done = await_asked();
+      if (!done) return done;
+    }
+  }
+  status done = await_asked();
+  if (!done) return done;
+  // The next process: requests and replies of every size, doubling.
+  int next = (rank_ + 1) % size_;
+  for (std::size_t bytes = 64;; bytes = std::min(bytes * 2, largest)) {
+    auto id = ask(next, bytes, -1, bytes);
+    if (!id) return id.error();
+    std::vector<std::byte> reply;
+    done = wait_reply(*id, reply);
+    if (!done) return done;
+    if (bytes == largest) break;
+  }
+  return status::ok();
+}
+
+void transport::answer_warm_up(const wire_header& header, byte_span payload) {
+  warm_up_ask ask{};
+  if (payload.size() >= warm_up_ask_bytes) {
+    memcpy(&ask.reply_bytes, payload.data(), sizeof ask.reply_bytes);
+    memcpy(&ask.pass_to, payload.data() + sizeof ask.reply_bytes, sizeof ask.pass_to);
+  }
+  if (payload.size() < warm_up_ask_bytes || ask.reply_bytes > config_.max_message ||
+      ask.pass_to < -1 || ask.pass_to >= size_) {
+    TMK_LOG(warn, "dropped a malformed warm-up message from process %d", header.sender);
+    return;
+  }
+  status sent = status::ok();
+  if (ask.pass_to >= 0 && ask.pass_to != rank_) {
+    std::vector<std::byte> passed(payload.begin(), payload.end());
+    std::int32_t none = -1;
+    memcpy(passed.data() + sizeof ask.reply_bytes, &none, sizeof none);
+    sent = send_and_finish(ask.pass_to, channel::request, message_kind::warm_up, header.origin,
+                           header.sequence, {byte_span{passed}});
+  } else {
+    std::vector<std::byte> filler(ask.reply_bytes);
+    sent = header.origin == rank_
+               ? reply_here(header.sequence, {byte_span{filler}})
+               : send_and_finish(header.origin, channel::reply, message_kind::warm_up_reply,
+                                 header.origin, header.sequence, {byte_span{filler}});
+  }
+  if (!sent) TMK_LOG(warn, "answering a warm-up message: %s", sent.message().c_str());
 }
 
 result<request_id> transport::send_request(int peer, parts payload) {

@@ -59,7 +59,15 @@ byte_span as_bytes_of(const T& value) {
 }
 
 // The header every message carries in front of its payload.
-enum class message_kind : std::uint8_t { request = 1, one_way = 2, reply = 3 };
+// warm_up and warm_up_reply: the substrate's own start-up traffic
+// (transport::warm_up), answered by the substrate and never counted.
+enum class message_kind : std::uint8_t {
+  request = 1,
+  one_way = 2,
+  reply = 3,
+  warm_up = 4,
+  warm_up_reply = 5
+};
 
 struct wire_header {
   message_kind kind;
@@ -130,6 +138,12 @@ class transport {
   // True on a thread that owns the request channel now (handlers run there).
   static bool serving_requests();
 
+  // Calling thread, once every process has started its service thread:
+  // opens a connection to every process's both channels and sends each
+  // size of message up to TMK_WARM_UP to the next process and back, so
+  // that a program's first exchanges do not pay for opening them and for
+  // memory touched the first time (BENCHMARKS.md).  None of it is counted.
+  status warm_up();
   // Calling thread: sends a request; the reply is matched by the id.
   result<request_id> send_request(int peer, parts payload);
   // Calling thread: an id for a request to this process that the caller
@@ -200,6 +214,8 @@ class transport {
   // A reply to a request of this process's own caller: straight into the
   // waiting slot, no message.
   status reply_here(std::uint32_t sequence, parts payload);
+  // A warm_up message (service thread): passed on or answered.
+  void answer_warm_up(const wire_header& header, byte_span payload);
 
   job& job_;
   substrate_config config_;

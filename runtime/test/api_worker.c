@@ -197,6 +197,30 @@ static void barriers(void) {
   finish("barriers");
 }
 
+/* Tmk_stat counts the program's own messages, and only those; what the
+ * substrate exchanges at start-up (TMK_WARM_UP) is not counted.  By the
+ * end of the first barrier every process but 0 has sent its arrival and
+ * received its departure, and nothing else can reach it before it arrives
+ * at the second; process 0, whose own arrival needs no message, has sent
+ * the n-1 departures and received the n-1 arrivals, and perhaps some
+ * arrivals at the second barrier already. */
+static void traffic_counts(void) {
+  long others = (long)Tmk_nprocs - 1;
+  long sent_expected = Tmk_proc_id == 0 ? others : 1;
+  long received_least = sent_expected, received_most = Tmk_proc_id == 0 ? 2 * others : 1;
+  long sent, received;
+  Tmk_barrier(0);
+  sent = (long)Tmk_stat.messages;
+  received = (long)Tmk_stat.messages_received;
+  Tmk_barrier(1);
+  check(sent == sent_expected, "messages sent by the first barrier", sent, sent_expected);
+  check(received >= received_least, "messages received by the first barrier (at least)", received,
+        received_least);
+  check(received <= received_most, "messages received by the first barrier (at most)", received,
+        received_most);
+  finish("traffic-counts");
+}
+
 /* A bounded queue under lock 5 with conditions "not empty" (1) and "not
  * full" (2): process 0 produces, the others consume; every item is taken
  * exactly once. */
@@ -801,6 +825,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "false-sharing") == 0) false_sharing();
   else if (strcmp(scenario, "byte-sharing") == 0) byte_sharing();
   else if (strcmp(scenario, "barriers") == 0) barriers();
+  else if (strcmp(scenario, "traffic-counts") == 0) traffic_counts();
   else if (strcmp(scenario, "conditions") == 0) conditions();
   else if (strcmp(scenario, "distribution") == 0) distribution();
   else if (strcmp(scenario, "allocation") == 0) allocation();

@@ -49,8 +49,10 @@ TEST(settings, substrate_configuration_from_environment) {
   setenv("TMK_NOTIFY", "poll", 1);
   setenv("TMK_SUBSTRATE", "sockets", 1);
   setenv("TMK_MAX_MESSAGE", "1M", 1);
+  setenv("TMK_WARM_UP", "64K", 1);
   auto config = substrate_config::from_environment();
   ASSERT_TRUE(config);
+  EXPECT_EQ(config->warm_up_bytes, 64u << 10);
   EXPECT_EQ(config->notify, notify_mode::poll);
   EXPECT_EQ(config->backend, backend_kind::sockets);
   EXPECT_EQ(config->max_message, 1u << 20);
@@ -59,6 +61,11 @@ TEST(settings, substrate_configuration_from_environment) {
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message().find("TMK_NOTIFY=never"), std::string::npos);
   unsetenv("TMK_NOTIFY");
+  setenv("TMK_WARM_UP", "lots", 1);
+  auto bad_warm_up = substrate_config::from_environment();
+  ASSERT_FALSE(bad_warm_up);
+  EXPECT_NE(bad_warm_up.error().message().find("TMK_WARM_UP=lots"), std::string::npos);
+  unsetenv("TMK_WARM_UP");
   unsetenv("TMK_SUBSTRATE");
   unsetenv("TMK_MAX_MESSAGE");
 }
