@@ -4,7 +4,8 @@
 // speed floor that a whole-page transfer pays.  The changed words are
 // spread evenly over the page, so that each is a run of its own until
 // they touch.  Beside them, what a page of fresh memory costs, faulted in
-// at its first write or populated with the rest of a 1 MiB mapping.
+// at its first write, populated with the rest of a 1 MiB mapping, or
+// populated in huge pages with the rest of a 2 MiB one.
 //
 //   diff_bench [--benchmark_format=csv] [other Google Benchmark options]
 #include <benchmark/benchmark.h>
@@ -94,7 +95,9 @@ void memcpy_page(benchmark::State& state) {
 
 // The memory a kept diff lands in (runtime/diff_store.h): a fresh page
 // faulted in by its first write, against a page of a 1 MiB mapping the
-// kernel populated in one call, then written.  One iteration is 1 MiB.
+// kernel populated in one call, then written, and against a page of a
+// 2 MiB mapping populated in huge pages, as the store maps them.  An
+// iteration is one mapping; "pages" says how many 4 KiB pages it has.
 void fresh_memory(benchmark::State& state, bool populated) {
   constexpr std::size_t chunk = std::size_t{1} << 20;
   int flags = MAP_PRIVATE | MAP_ANONYMOUS | (populated ? MAP_POPULATE : 0);
@@ -116,6 +119,29 @@ void fresh_memory(benchmark::State& state, bool populated) {
 void fresh_page_faulted(benchmark::State& state) { fresh_memory(state, false); }
 void fresh_page_populated(benchmark::State& state) { fresh_memory(state, true); }
 
+void fresh_page_huge(benchmark::State& state) {
+  constexpr std::size_t chunk = std::size_t{2} << 20;
+  for (auto _ : state) {
+    void* mapped = mmap(nullptr, 2 * chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED) {
+      state.SkipWithError("mmap failed");
+      break;
+    }
+    auto address = reinterpret_cast<std::uintptr_t>(mapped);
+    auto* base = static_cast<char*>(mapped) + (chunk - address % chunk) % chunk;
+    madvise(base, chunk, MADV_HUGEPAGE);
+#if defined(MADV_POPULATE_WRITE)
+    madvise(base, chunk, MADV_POPULATE_WRITE);
+#endif
+    auto* bytes = reinterpret_cast<volatile char*>(base);
+    for (std::size_t at = 0; at < chunk; at += page_size) bytes[at] = 1;
+    state.PauseTiming();
+    munmap(mapped, 2 * chunk);
+    state.ResumeTiming();
+  }
+  state.counters["pages"] = static_cast<double>(chunk / page_size);
+}
+
 }  // namespace
 
 BENCHMARK(diff_create_page)->ArgName("changed_words")->Arg(0)->Arg(1)->Arg(64)->Arg(words);
@@ -125,5 +151,6 @@ BENCHMARK(diff_apply_low_bytes)->ArgName("changed_words")->Arg(64)->Arg(words);
 BENCHMARK(memcpy_page);
 BENCHMARK(fresh_page_faulted)->Unit(benchmark::kMicrosecond);
 BENCHMARK(fresh_page_populated)->Unit(benchmark::kMicrosecond);
+BENCHMARK(fresh_page_huge)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

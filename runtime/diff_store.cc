@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "populated.h"
+
 namespace tmk {
 
 namespace {
@@ -27,11 +29,11 @@ std::optional<std::span<const std::byte>> diff_store::keep(std::span<const std::
     used_ = 0;
   }
   if (current_ == chunks_.size()) {
-    std::size_t size = std::max(chunk_bytes, length);
-    void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (mapped == MAP_FAILED) return std::nullopt;
-    chunks_.push_back({static_cast<std::byte*>(mapped), size});
+    std::size_t size =
+        (std::max(chunk_bytes, length) + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
+    std::byte* mapped = map_populated(size);
+    if (mapped == nullptr) return std::nullopt;
+    chunks_.push_back({mapped, size});
     used_ = 0;
   }
   std::byte* at = chunks_[current_].base + used_;

@@ -4,11 +4,9 @@
 // Diffs are kept as long as another process may still ask for them, so
 // this memory only grows between collections: every barrier that pushes
 // diffs adds to it.  Taken from the allocator, each new page of it would
-// be faulted in at its first write, one trap per page: on the 2-core
-// virtual machine of BENCHMARKS.md 9.6 us a page, against 1.1 us a page of
-// a 1 MiB mapping the kernel populates in one call (diff_bench's
-// fresh_page_faulted and fresh_page_populated).  The store maps
-// chunks of 1 MiB (or one diff, if larger) populated at once and packs
+// be faulted in at its first write, one trap per page (see populated.h for
+// what that costs).  The store maps chunks of 2 MiB (or one diff's worth
+// of whole 2 MiB, if larger) populated at once in huge pages and packs
 // diffs into them one after another; clear() keeps the chunks, already
 // populated, for the diffs made after the collection.
 #pragma once
@@ -22,7 +20,7 @@ namespace tmk {
 
 class diff_store {
  public:
-  static constexpr std::size_t chunk_bytes = std::size_t{1} << 20;
+  static constexpr std::size_t chunk_bytes = std::size_t{2} << 20;  // huge_page_bytes
 
   diff_store() = default;
   diff_store(const diff_store&) = delete;

@@ -64,6 +64,7 @@
 #include "allocator.h"
 #include "config.h"
 #include "diff_store.h"
+#include "populated.h"
 #include "interval.h"
 #include "job.h"
 #include "message.h"
@@ -350,6 +351,7 @@ class node {
   std::size_t twin_count_ = 0;
   std::size_t diff_bytes_ = 0;
   diff_store diffs_;                    // the bytes of every page_extra's diffs
+  page_pool twins_;                     // the memory of every twin (populated.h)
   std::vector<std::byte> diff_scratch_;  // where a diff is made before diffs_ keeps it
   std::vector<std::byte> snapshot_;      // a page copied while the application may write it
   vector_time time_;  // intervals incorporated, per process

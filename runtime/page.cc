@@ -147,7 +147,7 @@ void node::make_writable(std::uint32_t page) {
     batch.push_back(next);
   for (std::uint32_t opened : batch) {
     page_extra& entry = extra(opened);
-    entry.twin = static_cast<std::byte*>(malloc(page_size_));
+    entry.twin = twins_.take();
     if (entry.twin == nullptr) job_.fatal("out of memory for a twin page");
     memcpy(entry.twin, runtime_page(opened), page_size_);
     entry.twin_start = time_[rank_] + 1;
@@ -207,7 +207,7 @@ void node::record_diff(std::uint32_t page, page_extra& entry, const std::byte* c
 }
 
 void node::drop_twin(page_extra& entry) {
-  free(entry.twin);
+  twins_.give(entry.twin);
   entry.twin = nullptr;
   --twin_count_;
 }

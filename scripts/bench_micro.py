@@ -392,15 +392,19 @@ def gbench_section(gbench):
         lines.append("| %s | %s | %s | %s | %s | %s |" % (
             label, "%d" % size if size is not None else "—", fmt(create[0], 1),
             fmt(ratio(create[0], copy)), fmt(apply_[0], 1), fmt(ratio(apply_[0], copy))))
-    # One iteration of the fresh-memory cases maps and writes 1 MiB: 256 pages.
+    # One iteration of the fresh-memory cases maps and writes 1 MiB (256
+    # pages), or 2 MiB (512 pages) in huge pages.
     faulted = gbench.get("fresh_page_faulted", (float("nan"), None))[0] / 256
     populated = gbench.get("fresh_page_populated", (float("nan"), None))[0] / 256
+    huge = gbench.get("fresh_page_huge", (float("nan"), None))[0] / 512
     lines += [
         "",
         "Diffs are kept until a garbage collection, in memory that only grows: a fresh page "
         "faulted in at its first write costs %s us here, a page of a 1 MiB mapping populated "
-        "in one call and then written %s us (`fresh_page_faulted`, `fresh_page_populated`), "
-        "hence `runtime/diff_store.h`." % (fmt(faulted / 1e3, 2), fmt(populated / 1e3, 2)),
+        "in one call and then written %s us, a page of a 2 MiB mapping populated in huge pages "
+        "%s us (`fresh_page_faulted`, `fresh_page_populated`, `fresh_page_huge`), hence "
+        "`runtime/populated.h`, where diffs and twins are kept."
+        % (fmt(faulted / 1e3, 2), fmt(populated / 1e3, 2), fmt(huge / 1e3, 2)),
     ]
     return lines
 
