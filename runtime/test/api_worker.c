@@ -187,7 +187,9 @@ static void barriers(void) {
     Tmk_distribute(&shared_ints, sizeof shared_ints);
   }
   Tmk_barrier(0);
-  for (round = 0; round < iterations / 20 + 2; round++) {
+  /* Over a hundred barriers: the pushes of every page lapse (see push_barriers
+   * in runtime/page.cc) and each reader faults for them again. */
+  for (round = 0; round < iterations / 4 + 2; round++) {
     int lo = (int)((long)n * Tmk_proc_id / Tmk_nprocs), hi = (int)((long)n * (Tmk_proc_id + 1) / Tmk_nprocs);
     for (i = lo; i < hi; i++) shared_ints[i] = round * 7 + i;
     Tmk_barrier(round % 3 + 1);
