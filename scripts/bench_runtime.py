@@ -5,7 +5,8 @@ trip, measured in the same run.
 Each round runs, one after the other: the substrate ping-pong (8 B and
 4 KiB round trips, back to back), the fault microbenchmark (a page never
 seen; an invalidated page with 1 and with 4 writers), lock acquire (direct
-and indirect) and barrier on 2 to 8 processes.  Every figure is the median
+and indirect), barrier on 2 to 8 processes, and a whole job of one barrier
+on 2 and 8 processes with and without the substrate's start-up warm-up.  Every figure is the median
 over the rounds; the ratios divide by the round trip of the same rounds.
 The result goes into BENCHMARKS.md between its markers.
 
@@ -17,6 +18,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 from benchmarks_md import machine_description, write_section
 
@@ -50,6 +52,16 @@ def round_trip(build):
     return values
 
 
+def job_seconds(build, nprocs, warm_up):
+    """Wall-clock seconds of a whole job that starts, passes one barrier and
+    exits: what Tmk_startup and Tmk_exit cost, with TMK_WARM_UP=warm_up."""
+    command = [os.path.join(build, "microbench", "barrier"), "-i", "1", "-r", "1",
+               "--", "-n", str(nprocs)]
+    started = time.monotonic()
+    run(command, {"TMK_WARM_UP": warm_up})
+    return time.monotonic() - started
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
@@ -65,6 +77,8 @@ def main():
         ("lock acquire, indirect (via the manager)", "lock", "indirect", 3),
     ] + [("barrier, %d processes" % n, "barrier", None, n) for n in (2, 3, 4, 6, 8)]
     figures = {label: [] for label, *_ in cases}
+    startups = [(nprocs, warm_up) for nprocs in (2, 8) for warm_up in ("1M", "0")]
+    startup_seconds = {key: [] for key in startups}
     rtt8, rtt4k = [], []
     for round_number in range(options.rounds):
         print("round %d of %d" % (round_number + 1, options.rounds), file=sys.stderr)
@@ -73,6 +87,8 @@ def main():
         rtt4k.append(trip[4096])
         for label, name, case, nprocs in cases:
             figures[label].append(microbench(options.build, name, case, nprocs))
+        for nprocs, warm_up in startups:
+            startup_seconds[(nprocs, warm_up)].append(job_seconds(options.build, nprocs, warm_up))
 
     rtt = statistics.median(rtt8)
     lines = [
@@ -94,6 +110,20 @@ def main():
     for label, name, case, nprocs in cases:
         value = statistics.median(figures[label])
         lines.append("| %s | %d | %.2f | %.1f |" % (label, nprocs, value, value / rtt))
+    lines += [
+        "",
+        "Start-up: wall-clock seconds of a whole job that starts, passes one barrier and exits "
+        "(`barrier -i 1 -r 1`), with the substrate's start-up warm-up (`TMK_WARM_UP`, 1M by "
+        "default: a connection to every process and each size of message up to 1 MiB to the "
+        "next process and back) and without it (`TMK_WARM_UP=0`), medians over the rounds.",
+        "",
+        "| processes | TMK_WARM_UP=1M s | TMK_WARM_UP=0 s | difference s |",
+        "| --- | --- | --- | --- |",
+    ]
+    for nprocs in (2, 8):
+        warm = statistics.median(startup_seconds[(nprocs, "1M")])
+        cold = statistics.median(startup_seconds[(nprocs, "0")])
+        lines.append("| %d | %.3f | %.3f | %.3f |" % (nprocs, warm, cold, warm - cold))
     section = "\n".join(lines) + "\n"
     print(section)
     if options.no_write:
