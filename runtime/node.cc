@@ -241,10 +241,13 @@ void node::send_one_way(int peer, const message_writer& message, const std::stri
   }
 }
 
+// A reply that cannot go out (above TMK_MAX_MESSAGE, say) would leave its
+// requester waiting for ever: the job stops, naming the cause.  A requester
+// that is gone needs no reply.
 void node::reply(const reply_token& to, const message_writer& message) {
   status sent = link_->reply(to, {message.bytes()});
   if (!sent && sent.code() != status_code::peer_lost)
-    TMK_LOG(error, "reply to process %d: %s", to.origin, sent.message().c_str());
+    job_.fatal("replying to process " + std::to_string(to.origin) + ": " + sent.message());
 }
 
 void node::protocol_failure(const std::string& what) {

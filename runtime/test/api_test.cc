@@ -264,6 +264,20 @@ TEST(api_faults, a_fault_outside_the_shared_region_is_an_ordinary_crash) {
   EXPECT_FALSE(two.stragglers);
 }
 
+// A whole-page reply of 16 pages is above a TMK_MAX_MESSAGE of 64K: the
+// job stops at once, naming the cause (the requester used to wait for
+// ever).
+TEST(api_limits, a_reply_above_the_largest_message_stops_the_job_with_its_cause) {
+  for (const char* substrate : {"ucx", "sockets"}) {
+    program_result result = run_worker("barriers", 2, substrate, {}, {{"TMK_MAX_MESSAGE", "64K"}});
+    EXPECT_EQ(result.exit_code, 1) << substrate << "\n" << describe(result);
+    EXPECT_NE(result.err.find("exceeds the largest allowed, 65536 bytes (TMK_MAX_MESSAGE)"),
+              std::string::npos)
+        << substrate << "\n" << describe(result);
+    EXPECT_FALSE(result.stragglers);
+  }
+}
+
 TEST(api_heap, exhausted_region_gives_null) {
   program_result result = run_worker("heap-exhausted", 2, "ucx", {}, {{"TMK_SHARED_SIZE", "1M"}});
   EXPECT_EQ(result.exit_code, 0) << describe(result);
