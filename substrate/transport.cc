@@ -356,11 +356,13 @@ void transport::answer_warm_up(const wire_header& header, byte_span payload) {
     memcpy(&ask.reply_bytes, payload.data(), sizeof ask.reply_bytes);
     memcpy(&ask.pass_to, payload.data() + sizeof ask.reply_bytes, sizeof ask.pass_to);
   }
-  if (payload.size() < warm_up_ask_bytes || ask.reply_bytes > config_.max_message ||
-      ask.pass_to < -1 || ask.pass_to >= size_) {
-    TMK_LOG(warn, "dropped a malformed warm-up message from process %d", header.sender);
-    return;
+  if (payload.size() < warm_up_ask_bytes || ask.pass_to < -1 || ask.pass_to >= size_) {
+    // Answered all the same, empty: nobody waits for ever.
+    TMK_LOG(warn, "a malformed warm-up message from process %d", header.sender);
+    ask = {0, -1};
   }
+  // A process whose TMK_MAX_MESSAGE is smaller answers with what it may send.
+  ask.reply_bytes = std::min<std::uint64_t>(ask.reply_bytes, config_.max_message);
   status sent = status::ok();
   if (ask.pass_to >= 0 && ask.pass_to != rank_) {
     std::vector<std::byte> passed(payload.begin(), payload.end());
