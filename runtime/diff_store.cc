@@ -29,8 +29,7 @@ std::optional<std::span<const std::byte>> diff_store::keep(std::span<const std::
     used_ = 0;
   }
   if (current_ == chunks_.size()) {
-    std::size_t size =
-        (std::max(chunk_bytes, length) + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
+    std::size_t size = whole_huge_pages(std::max(chunk_bytes, length));
     std::byte* mapped = map_populated(size);
     if (mapped == nullptr) return std::nullopt;
     chunks_.push_back({mapped, size});

@@ -37,10 +37,7 @@ page_pool::~page_pool() {
   for (std::byte* chunk : chunks_) munmap(chunk, chunk_bytes());
 }
 
-std::size_t page_pool::chunk_bytes() const {
-  std::size_t wanted = block_bytes_ > huge_page_bytes ? block_bytes_ : huge_page_bytes;
-  return (wanted + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
-}
+std::size_t page_pool::chunk_bytes() const { return whole_huge_pages(block_bytes_); }
 
 std::byte* page_pool::take() {
   if (free_.empty()) {

@@ -17,6 +17,11 @@ namespace tmk {
 
 inline constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
 
+// bytes rounded up to whole huge pages.
+inline std::size_t whole_huge_pages(std::size_t bytes) {
+  return (bytes + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
+}
+
 // size bytes (a multiple of huge_page_bytes), populated; null if there is
 // no memory for them.  Released with munmap(address, size).
 std::byte* map_populated(std::size_t size);

@@ -302,15 +302,8 @@ status transport::warm_up() {
                  std::size_t bytes) -> result<request_id> {
     memcpy(message.data(), &reply_bytes, sizeof reply_bytes);
     memcpy(message.data() + sizeof reply_bytes, &pass_to, sizeof pass_to);
-    auto id = take_slot();
-    if (!id) return id;
-    status sent = send(channel::reply, peer, channel::request, message_kind::warm_up, rank_, *id,
-                       {byte_span{message.data(), std::max(bytes, warm_up_ask_bytes)}});
-    if (!sent) {
-      release_pending(*find_pending(*id));
-      return sent;
-    }
-    return id;
+    return send_request(message_kind::warm_up, peer,
+                        {byte_span{message.data(), std::max(bytes, warm_up_ask_bytes)}});
   };
   // Every other process: a request to it answered on this process's reply
   // channel, and one it passes back to this process's request channel (as
@@ -372,19 +365,20 @@ void transport::answer_warm_up(const wire_header& header, byte_span payload) {
                            header.sequence, {byte_span{passed}});
   } else {
     std::vector<std::byte> filler(ask.reply_bytes);
-    sent = header.origin == rank_
-               ? reply_here(header.sequence, {byte_span{filler}})
-               : send_and_finish(header.origin, channel::reply, message_kind::warm_up_reply,
-                                 header.origin, header.sequence, {byte_span{filler}});
+    sent = reply(message_kind::warm_up_reply, {header.origin, header.sequence},
+                 {byte_span{filler}});
   }
   if (!sent) TMK_LOG(warn, "answering a warm-up message: %s", sent.message().c_str());
 }
 
 result<request_id> transport::send_request(int peer, parts payload) {
+  return send_request(message_kind::request, peer, payload);
+}
+
+result<request_id> transport::send_request(message_kind kind, int peer, parts payload) {
   auto id = take_slot();
   if (!id) return id;
-  status sent = send(channel::reply, peer, channel::request, message_kind::request, rank_, *id,
-                     payload);
+  status sent = send(channel::reply, peer, channel::request, kind, rank_, *id, payload);
   if (!sent) {
     release_pending(*find_pending(*id));
     return sent;
@@ -400,9 +394,12 @@ status transport::send_one_way(int peer, parts payload) {
 }
 
 status transport::reply(const reply_token& to, parts payload) {
+  return reply(message_kind::reply, to, payload);
+}
+
+status transport::reply(message_kind kind, const reply_token& to, parts payload) {
   if (to.origin == rank_) return reply_here(to.sequence, payload);
-  return send_and_finish(to.origin, channel::reply, message_kind::reply, to.origin, to.sequence,
-                         payload);
+  return send_and_finish(to.origin, channel::reply, kind, to.origin, to.sequence, payload);
 }
 
 // A send left in flight by the calling thread would stall until it next

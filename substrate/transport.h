@@ -214,6 +214,9 @@ class transport {
   // A reply to a request of this process's own caller: straight into the
   // waiting slot, no message.
   status reply_here(std::uint32_t sequence, parts payload);
+  // send_request and reply with a message kind of the substrate's own.
+  result<request_id> send_request(message_kind kind, int peer, parts payload);
+  status reply(message_kind kind, const reply_token& to, parts payload);
   // A warm_up message (service thread): passed on or answered.
   void answer_warm_up(const wire_header& header, byte_span payload);
 
