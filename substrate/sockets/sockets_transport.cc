@@ -173,7 +173,10 @@ status sockets_transport::post(channel from, int peer, channel to, const wire_he
 
 unsigned sockets_transport::read_from(connection& from, channel which) {
   unsigned frames = 0;
-  while (true) {
+  // Up to 1 MiB a call: the rest waits in the kernel (the epoll sets are
+  // level-triggered), so that a sender streaming faster than this process
+  // handles its messages is held back by the socket, not queued here.
+  for (std::size_t read_now = 0; read_now < (std::size_t{1} << 20);) {
     std::size_t old_size = from.input.size();
     from.input.resize(old_size + 65536);
     ssize_t got = recv(from.fd, from.input.data() + old_size, 65536, MSG_DONTWAIT);
@@ -186,6 +189,7 @@ unsigned sockets_transport::read_from(connection& from, channel which) {
     }
     if (got < 0) break;
     if (got < 65536) break;
+    read_now += static_cast<std::size_t>(got);
   }
   constexpr std::size_t prefix = sizeof(std::uint32_t) + sizeof(wire_header);
   while (from.input.size() - from.consumed >= prefix) {

@@ -7,8 +7,13 @@
 // Every scenario checks its own data and prints "NAME: passed" at process
 // 0 when every process succeeded; a mismatch prints what differed and
 // makes the job's exit status non-zero.
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// The sanitizers' allocators export it (GCC ships no header declaring it).
+extern "C" size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
 
 #include <atomic>
 #include <cstdio>
@@ -301,6 +306,60 @@ struct worker {
     }
   }
 
+  // A stream of large one-way messages to the next process, which drains
+  // them more slowly than they are sent (its handler checksums every
+  // byte): every message must arrive intact, and neither side may hold
+  // the messages the receiver has not handled yet in memory of its own
+  // (flow control): a process's heap grows by less than a tenth of what it
+  // sent.
+  void stream(int count) {
+    constexpr std::size_t length = 40000;  // above the largest size class
+    int peer = (rank + 1) % size;
+    std::vector<std::byte> body(length);
+    std::uint64_t expected = 0;
+    std::size_t heap_before = heap_bytes();
+    for (int i = 0; i < count; ++i) {
+      std::uint64_t sum = 0;
+      for (std::size_t k = 0; k < length; ++k) {
+        body[k] = std::byte{pattern(static_cast<std::uint32_t>(i), k)};
+        sum = sum * 31 + static_cast<std::uint8_t>(body[k]);
+      }
+      op_header header{op_count, 0, 0, static_cast<std::uint32_t>(i)};
+      expected += sum ^ header.c;
+      status sent = link->send_one_way(peer, {as_bytes_of(header), body});
+      if (!sent) the_job->fatal("stream: " + sent.message());
+    }
+    std::size_t after = heap_bytes();
+    std::size_t grown = after - std::min(after, heap_before);
+    std::size_t bound = length * static_cast<std::size_t>(count) / 10;
+    if (grown > bound)
+      fail("the heap grew by %zu bytes while streaming %d messages of %zu bytes "
+           "(bound %zu): messages the receiver has not handled are held in memory",
+           grown, count, length, bound);
+    status flushed = link->flush();
+    if (!flushed) the_job->fatal_lost(flushed, "stream flush");
+    op_header header{op_query, count, 0, 0};
+    auto reply = wait(request(peer, {as_bytes_of(header)}, "stream query"), "stream query");
+    std::uint64_t words[2] = {0, 0};
+    if (reply.size() == sizeof words) memcpy(words, reply.data(), sizeof words);
+    if (words[0] != static_cast<std::uint64_t>(count) || words[1] != expected)
+      fail("process %d counted %llu streamed messages from me (checksum %s), expected %d", peer,
+           static_cast<unsigned long long>(words[0]), words[1] == expected ? "ok" : "wrong",
+           count);
+  }
+
+  // Bytes allocated and not freed, as the allocator counts them (a
+  // sanitizer's allocator keeps freed memory aside for a while, so the
+  // process's resident memory would not do).
+  static std::size_t heap_bytes() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return __sanitizer_get_current_allocated_bytes();
+#else
+    struct mallinfo2 info = mallinfo2();
+    return info.uordblks + info.hblkhd;
+#endif
+  }
+
   // From the compute thread, once a deferred request has come (and, with
   // after_go, its sender's go): answers it.
   void answer_deferred(bool after_go) {
@@ -428,6 +487,7 @@ int main(int argc, char** argv) {
   else if (scenario == "sizes") self.sizes();
   else if (scenario == "forward") self.forwarding();
   else if (scenario == "burst") self.burst(count);
+  else if (scenario == "stream") self.stream(count);
   else if (scenario == "deferred") self.deferred_replies();
   else if (scenario == "interrupted") self.interrupted_waits();
   else if (scenario == "killed") self.killed();

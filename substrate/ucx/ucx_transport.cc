@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -66,20 +67,30 @@ buffer_footprint tag_path_footprint(int nprocs, unsigned outstanding) {
   return {request, reply};
 }
 
-// A message above the largest size class is copied into a one-off buffer.
-// The largest such buffer given back, up to this size, is kept for the
-// next one: taken from the allocator each time, its memory may come back
-// from the system fresh and be faulted in page by page at every message
-// (pingpong, which runs without the runtime's malloc settings: a
-// 77,824-byte round trip took about 200 us, 17 us with the buffer kept).
-constexpr std::size_t max_spare_large = std::size_t{4} << 20;
+// A message above the largest size class is copied into a heap buffer of
+// the next power of two.  Buffers given back are kept for the next large
+// messages, up to this many bytes a worker: taken from the allocator each
+// time, their memory may come back from the system fresh and be faulted in
+// page by page at every message (pingpong, which runs without the
+// runtime's malloc settings: a 77,824-byte round trip took about 200 us,
+// 17 us with a buffer kept; its stream of 32 KiB messages, which keeps
+// dozens in flight, ran at 1.5-4.9 GB/s with one buffer kept).
+constexpr std::size_t max_kept_large_bytes = std::size_t{16} << 20;
+
+// Sends the calling thread may have in flight on its worker: one more
+// waits for one to complete.  A caller streaming one-way messages faster
+// than the receiver drains them would otherwise queue every message, each
+// in a send buffer of its own (a 20,000-message stream of 32 KiB: 1.3 GB of
+// fresh memory, faulted in page by page, at a third of the bandwidth).
+constexpr unsigned max_caller_in_flight = 64;
 
 struct ucx_transport::send_buffer {
   std::byte* data;
   std::size_t capacity;
-  int size_class;  // class_count: a one-off heap buffer
+  int size_class;  // class_count: a heap buffer for a large message
   ucp_mem_h memh;
   worker_state* owner;
+  std::size_t index;  // in worker_state::all_buffers
 };
 
 struct ucx_transport::preposted {
@@ -107,7 +118,9 @@ struct ucx_transport::worker_state {
   std::array<std::vector<ucp_ep_h>, 2> endpoints;  // [request, reply][peer]
   std::array<std::vector<send_buffer*>, class_count> free_buffers;
   std::vector<std::unique_ptr<send_buffer>> all_buffers;
-  send_buffer* spare_large = nullptr;  // a one-off buffer kept for the next large message
+  // Large-message buffers given back, by log2 of their capacity.
+  std::array<std::vector<send_buffer*>, 64> kept_large;
+  std::size_t kept_large_bytes = 0;
   struct chunk {
     void* address;
     std::size_t length;
@@ -302,20 +315,28 @@ result<ucp_ep_h> ucx_transport::endpoint(worker_state& worker, int peer, channel
 }
 
 // Registered send buffers: carved per size class from mapped chunks, 16 at
-// a time; a message above the largest class gets a one-off heap buffer
-// (UCX registers it on the fly for rendezvous).
+// a time; a message above the largest class gets a heap buffer of the next
+// power of two (UCX registers it on the fly for rendezvous).
 ucx_transport::send_buffer* ucx_transport::take_send_buffer(worker_state& worker,
                                                             std::size_t length) {
   int size_class = size_class_of(length);
   if (size_class == class_count) {
-    if (worker.spare_large != nullptr && worker.spare_large->capacity >= length)
-      return std::exchange(worker.spare_large, nullptr);
+    std::size_t capacity = std::bit_ceil(length);
+    auto& kept = worker.kept_large[std::countr_zero(capacity)];
+    if (!kept.empty()) {
+      send_buffer* buffer = kept.back();
+      kept.pop_back();
+      worker.kept_large_bytes -= capacity;
+      return buffer;
+    }
     auto buffer = std::make_unique<send_buffer>();
-    buffer->data = new std::byte[length];
-    buffer->capacity = length;
+    buffer->data = new (std::nothrow) std::byte[capacity];
+    if (buffer->data == nullptr) return nullptr;
+    buffer->capacity = capacity;
     buffer->size_class = class_count;
     buffer->memh = nullptr;
     buffer->owner = &worker;
+    buffer->index = worker.all_buffers.size();
     send_buffer* raw = buffer.get();
     worker.all_buffers.push_back(std::move(buffer));
     return raw;
@@ -342,6 +363,7 @@ ucx_transport::send_buffer* ucx_transport::take_send_buffer(worker_state& worker
       buffer->size_class = size_class;
       buffer->memh = memh;
       buffer->owner = &worker;
+      buffer->index = worker.all_buffers.size();
       free_list.push_back(buffer.get());
       worker.all_buffers.push_back(std::move(buffer));
     }
@@ -356,17 +378,19 @@ void ucx_transport::return_send_buffer(worker_state& worker, send_buffer* buffer
     worker.free_buffers[buffer->size_class].push_back(buffer);
     return;
   }
-  if (buffer->capacity <= max_spare_large &&
-      (worker.spare_large == nullptr || worker.spare_large->capacity < buffer->capacity))
-    std::swap(buffer, worker.spare_large);
-  if (buffer == nullptr) return;
+  if (worker.kept_large_bytes + buffer->capacity <= max_kept_large_bytes) {
+    worker.kept_large[std::countr_zero(buffer->capacity)].push_back(buffer);
+    worker.kept_large_bytes += buffer->capacity;
+    return;
+  }
   delete[] buffer->data;
-  for (auto it = worker.all_buffers.begin(); it != worker.all_buffers.end(); ++it)
-    if (it->get() == buffer) {
-      *it = std::move(worker.all_buffers.back());
-      worker.all_buffers.pop_back();
-      break;
-    }
+  auto& all = worker.all_buffers;
+  std::size_t at = buffer->index;
+  if (at + 1 != all.size()) {
+    all[at] = std::move(all.back());
+    all[at]->index = at;
+  }
+  all.pop_back();
 }
 
 void ucx_transport::on_send_done(void* request, ucs_status_t code, void* user_data) {
@@ -384,6 +408,12 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
   worker_state& worker = state(from);
   auto ep = endpoint(worker, peer, to);
   if (!ep) return ep.error();
+  // Only the caller's worker: progress on the request worker would run
+  // request handlers inside the handler that is sending.
+  if (from == channel::reply) {
+    status drained = drain(channel::reply, max_caller_in_flight - 1);
+    if (!drained) return drained;
+  }
   std::size_t total = sizeof header + payload_length;
   if (config_.ucx_path == ucx_data_path::am) {
     // First try to send straight from the caller's memory, asking UCX to
@@ -802,10 +832,13 @@ bool ucx_transport::arm(channel which) {
 
 int ucx_transport::event_fd(channel which) const { return state(which).efd; }
 
-status ucx_transport::flush_channel(channel which) {
+status ucx_transport::flush_channel(channel which) { return drain(which, 0); }
+
+// Progresses a worker until at most `left` of its sends are in flight.
+status ucx_transport::drain(channel which, unsigned left) {
   worker_state& worker = state(which);
   unsigned spins = 0;
-  while (worker.in_flight > 0) {
+  while (worker.in_flight > left) {
     progress(which);
     if (job_.failed()) return job_.failure();
     if (++spins % 4096 == 0) std::this_thread::yield();

@@ -68,6 +68,7 @@ class ucx_transport final : public transport {
   status exchange_addresses();
   status connect(const std::vector<std::string>& blobs);
   result<ucp_ep_h> endpoint(worker_state& worker, int peer, channel to);
+  status drain(channel which, unsigned left);
   send_buffer* take_send_buffer(worker_state& worker, std::size_t length);
   void return_send_buffer(worker_state& worker, send_buffer* buffer);
   status post_am(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
