@@ -229,12 +229,18 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
   std::vector<std::uint32_t> batch{page};
   // An invalid page only if this process has read it before, or reads the
   // faulting page for the first time (a first sweep over data others
-  // wrote): fetching its diffs makes the writers seal it, which costs them
-  // a fault at their next write.  Never-seen pages always (process 0 seals
-  // those it still writes, once, when it first sends them).
+  // wrote): each page fetched is a page whose diffs its writers push to
+  // this process with the next barriers.  Not at the edge of this
+  // process's own data, though (the faulting page or the one before it
+  // written here): a process reading across that edge reads a
+  // neighbour's boundary rows, not the neighbour's whole band (SOR's
+  // process 0 fetched and was pushed 16 pages of its neighbour's where it
+  // reads 2).  Never-seen pages always (process 0 seals those it still
+  // writes, once, when it first sends them).
+  bool sweep = first_read && !written_before(page) && (page == 0 || !written_before(page - 1));
   for (std::uint32_t next = page + 1;
        next < npages_ && batch.size() < config_.prefetch_pages && state_of(next) == wanted &&
-       (wanted == page_state::unfetched || first_read || read_before(next));
+       (wanted == page_state::unfetched || sweep || read_before(next));
        ++next)
     batch.push_back(next);
   if (wanted == page_state::unfetched) {

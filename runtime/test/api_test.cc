@@ -69,7 +69,8 @@ INSTANTIATE_TEST_SUITE_P(
     all, api_scenario,
     ::testing::Combine(::testing::Values("release-acquire", "false-sharing", "byte-sharing", "barriers",
                                          "conditions", "distribution", "allocation", "garbage",
-                                         "garbage-locks", "garbage-exit", "stress", "traffic-counts"),
+                                         "garbage-locks", "garbage-exit", "stress", "traffic-counts",
+                                         "boundary-rows"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
 

@@ -223,6 +223,49 @@ static void traffic_counts(void) {
   finish("traffic-counts");
 }
 
+/* A banded computation, as SOR and Jacobi are: each process rewrites its
+ * own band of rows every round and then reads the boundary row of each
+ * neighbour's band (a row spans two pages: bands do not start on a page).
+ * Every value read must be the latest, and a process must not be kept up
+ * to date with the rest of its neighbours' bands: over the last rounds it
+ * applies at most 6 diffs per neighbour a round (it reads 2 pages of
+ * each), where fetching, and being pushed, the pages after the row made
+ * it 32. */
+static void boundary_rows(void) {
+  const int row = PAGE_WORDS, rows_per_band = 33;
+  int rounds = 12, round, i, k;
+  long band = (long)rows_per_band * row + row / 2; /* ints */
+  int up = Tmk_proc_id > 0, down = Tmk_proc_id + 1 < Tmk_nprocs;
+  long neighbours = up + down;
+  unsigned long applied_before = 0;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((unsigned)(band * Tmk_nprocs * sizeof(int)));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (round = 0; round < rounds; round++) {
+    long lo = band * Tmk_proc_id, hi = lo + band;
+    if (round == rounds - 4) applied_before = Tmk_stat.diffs_applied;
+    for (i = 0; i < band; i++) shared_ints[lo + i] = round * 100003 + (int)(lo + i);
+    Tmk_barrier(1);
+    /* The last row of the band above and the first row of the band below. */
+    for (k = 0; k < 2; k++) {
+      long first = k == 0 ? lo - row : hi;
+      if ((k == 0 && !up) || (k == 1 && !down)) continue;
+      for (i = 0; i < row; i++)
+        check(shared_ints[first + i] == round * 100003 + (int)(first + i), "a neighbour's boundary row",
+              shared_ints[first + i], round * 100003 + (int)(first + i));
+    }
+    Tmk_barrier(2);
+  }
+  {
+    long applied = (long)(Tmk_stat.diffs_applied - applied_before), bound = 6 * neighbours * 4;
+    check(applied <= bound, "diffs applied in the last 4 rounds of reading boundary rows (at most)",
+          applied, bound);
+  }
+  finish("boundary-rows");
+}
+
 /* A bounded queue under lock 5 with conditions "not empty" (1) and "not
  * full" (2): process 0 produces, the others consume; every item is taken
  * exactly once. */
@@ -828,6 +871,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "byte-sharing") == 0) byte_sharing();
   else if (strcmp(scenario, "barriers") == 0) barriers();
   else if (strcmp(scenario, "traffic-counts") == 0) traffic_counts();
+  else if (strcmp(scenario, "boundary-rows") == 0) boundary_rows();
   else if (strcmp(scenario, "conditions") == 0) conditions();
   else if (strcmp(scenario, "distribution") == 0) distribution();
   else if (strcmp(scenario, "allocation") == 0) allocation();
