@@ -167,6 +167,10 @@ status node::map_region() {
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (written == MAP_FAILED) return errno_status("page table");
   written_bits_ = static_cast<std::uint64_t*>(written);
+  void* filled = mmap(nullptr, (npages_ + 63) / 64 * 8, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (filled == MAP_FAILED) return errno_status("page table");
+  filled_bits_ = static_cast<std::uint64_t*>(filled);
   return status::ok();
 }
 

@@ -247,6 +247,7 @@ class node {
   bool written_before(std::uint32_t page) const {
     return (written_bits_[page / 64] >> (page % 64)) & 1;
   }
+  bool filled(std::uint32_t page) const { return (filled_bits_[page / 64] >> (page % 64)) & 1; }
   writer_progress& progress_of(page_extra& page, int writer);
   void make_writable(std::uint32_t page);
   const sealed_diff& seal_in_place(std::uint32_t page, page_extra& extra);
@@ -337,6 +338,9 @@ class node {
   std::uint8_t* states_ = nullptr;  // per page: state XOR its initial state
   std::uint64_t* read_bits_ = nullptr;  // per page: faulted on for reading here
   std::uint64_t* written_bits_ = nullptr;  // per page: twinned here before
+  // Per page: its memory made through the runtime view (populate()); a page
+  // written only through the application's view is not marked.
+  std::uint64_t* filled_bits_ = nullptr;
   // Write notices, per writer: the newest interval of that writer listing
   // each page, in an array over all pages made on the writer's first
   // notice (its memory is committed only where notices land).  Recording a

@@ -101,6 +101,7 @@ bool node::never_written(std::uint32_t page) const {
 // Makes pages a hole of the memfd again: their memory goes back to the
 // system and reads as zeros, as an unfetched page must.
 void node::discard_pages(const std::vector<std::uint32_t>& pages) {
+  for (std::uint32_t page : pages) filled_bits_[page / 64] &= ~(std::uint64_t{1} << (page % 64));
   for (std::uint32_t page : pages)
     fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
               static_cast<off_t>(page) * static_cast<off_t>(page_size_),
@@ -256,6 +257,7 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
 // per run instead of one fault per page, before the copies land there.
 // Only an optimisation: without MADV_POPULATE_WRITE the copies fault.
 void node::populate(const std::vector<std::uint32_t>& pages) {
+  for (std::uint32_t page : pages) filled_bits_[page / 64] |= std::uint64_t{1} << (page % 64);
 #if defined(MADV_POPULATE_WRITE)
   std::size_t start = 0;
   for (std::size_t i = 1; i <= pages.size(); ++i) {
@@ -385,6 +387,15 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
     if (a.page != b.page) return a.page < b.page;
     return a.order != b.order ? a.order < b.order : a.writer < b.writer;
   });
+  // Memory not made here yet (process 0's pages start as holes of the
+  // memfd) is made first, one call per run: applying diffs to 16 such
+  // pages took 320-590 us in FFT, faulting them in one at a time, against
+  // 120-230 us.
+  std::vector<std::uint32_t> unfilled;
+  for (const auto& diff : diffs)
+    if (!filled(diff.page) && (unfilled.empty() || unfilled.back() != diff.page))
+      unfilled.push_back(diff.page);
+  if (!unfilled.empty()) populate(unfilled);
   for (const auto& diff : diffs) diff_apply(runtime_page(diff.page), page_size_, diff.bytes);
   counters_.diffs_applied.fetch_add(diffs.size(), std::memory_order_relaxed);
 }
