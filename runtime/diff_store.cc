@@ -42,6 +42,16 @@ std::optional<std::span<const std::byte>> diff_store::keep(std::span<const std::
   return std::span<const std::byte>{at, bytes.size()};
 }
 
+bool diff_store::prepare() {
+  if (!chunks_.empty()) return true;
+  std::byte* mapped = map_populated(chunk_bytes);
+  if (mapped == nullptr) return false;
+  chunks_.push_back({mapped, chunk_bytes});
+  current_ = 0;
+  used_ = 0;
+  return true;
+}
+
 void diff_store::clear() {
   current_ = 0;
   used_ = 0;

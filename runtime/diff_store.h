@@ -30,6 +30,8 @@ class diff_store {
   // A copy of bytes that stays put until clear(); nothing if no memory
   // could be mapped for it.
   std::optional<std::span<const std::byte>> keep(std::span<const std::byte> bytes);
+  // Maps the first chunk now, if none is yet; false if it could not be.
+  bool prepare();
   // Forgets every diff kept: the spans keep() returned must no longer be
   // used.  The chunks stay mapped for the next ones.
   void clear();

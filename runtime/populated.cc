@@ -39,6 +39,13 @@ page_pool::~page_pool() {
 
 std::size_t page_pool::chunk_bytes() const { return whole_huge_pages(block_bytes_); }
 
+bool page_pool::prepare() {
+  if (!chunks_.empty()) return true;
+  std::byte* block = take();
+  if (block != nullptr) give(block);
+  return block != nullptr;
+}
+
 std::byte* page_pool::take() {
   if (free_.empty()) {
     std::byte* chunk = map_populated(chunk_bytes());

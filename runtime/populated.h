@@ -38,6 +38,8 @@ class page_pool {
 
   // A block of block_bytes; null if no memory could be mapped for it.
   std::byte* take();
+  // Maps the first chunk now, if none is yet; false if it could not be.
+  bool prepare();
   void give(std::byte* block);
   std::size_t bytes_mapped() const { return chunks_.size() * chunk_bytes(); }
 

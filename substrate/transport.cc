@@ -204,6 +204,8 @@ void transport::release_pending(pending_reply& slot) {
 
 std::vector<std::byte>* transport::reply_destination(const wire_header& header,
                                                      std::size_t length) {
+  if (header.kind == message_kind::warm_up_reply && header.sequence == 0)
+    return nullptr;  // open_reply_channel()'s: answers nothing
   pending_reply* slot = find_pending(header.sequence);
   if ((header.kind != message_kind::reply && header.kind != message_kind::warm_up_reply) ||
       header.origin != rank_ || slot == nullptr || slot->done) {
@@ -284,6 +286,12 @@ struct warm_up_ask {
 };
 constexpr std::size_t warm_up_ask_bytes = sizeof(std::uint64_t) + sizeof(std::int32_t);
 constexpr std::size_t warm_up_batch = 512;  // requests outstanding at once
+// Through UCX's shared memory, a message above a fragment (8 KiB) names
+// its sender's endpoint to the receiver, and the first such message on an
+// endpoint waits for a round trip that wires it up (in SOR's first timed
+// barrier when only the next process had been sent one): every channel
+// between every two processes carries one.
+constexpr std::size_t warm_up_fragmented_bytes = 16384;
 }  // namespace
 
 // A first exchange pays for what is made on first use: the endpoint to a
@@ -308,6 +316,15 @@ status transport::warm_up() {
   // Every other process: a request to it answered on this process's reply
   // channel, and one it passes back to this process's request channel (as
   // a lock's manager passes a request on).
+  // A reply this thread sends itself (a barrier's manager arriving last, a
+  // lock released to a waiting process) goes from its own channel to the
+  // requester's reply channel, which the messages below do not travel.
+  std::size_t fragmented = std::min(warm_up_fragmented_bytes, largest);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    status opened = open_reply_channel(peer, {message.data(), fragmented});
+    if (!opened) return opened;
+  }
   std::vector<request_id> ids;
   auto await_asked = [&]() -> status {
     if (ids.empty()) return status::ok();
@@ -319,7 +336,7 @@ status transport::warm_up() {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
     for (std::int32_t pass_to : {std::int32_t{-1}, std::int32_t{rank_}}) {
-      auto id = ask(peer, 0, pass_to, 0);
+      auto id = ask(peer, fragmented, pass_to, fragmented);
       if (!id) return id.error();
       ids.push_back(*id);
     }

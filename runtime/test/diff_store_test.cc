@@ -87,4 +87,15 @@ TEST(diff_store, after_clear_the_chunks_are_used_again) {
   }
 }
 
+TEST(diff_store, prepare_maps_the_first_chunk_that_keep_then_fills) {
+  std::mt19937 random(4);
+  diff_store store;
+  EXPECT_EQ(0u, store.bytes_mapped());
+  ASSERT_TRUE(store.prepare());
+  ASSERT_TRUE(store.prepare());  // once only
+  EXPECT_EQ(diff_store::chunk_bytes, store.bytes_mapped());
+  fill(store, random, diff_store::chunk_bytes - diff_store::chunk_bytes / 8);
+  EXPECT_EQ(diff_store::chunk_bytes, store.bytes_mapped());
+}
+
 }  // namespace

@@ -69,4 +69,20 @@ TEST(page_pool, blocks_larger_than_a_huge_page_get_chunks_of_their_own) {
   EXPECT_EQ(pool.bytes_mapped(), 2 * 2 * huge_page_bytes);
 }
 
+TEST(page_pool, prepare_maps_the_first_chunk_that_take_then_uses) {
+  const std::size_t block = 4096;
+  page_pool pool(block);
+  EXPECT_EQ(pool.bytes_mapped(), 0u);
+  ASSERT_TRUE(pool.prepare());
+  EXPECT_EQ(pool.bytes_mapped(), huge_page_bytes);
+  ASSERT_TRUE(pool.prepare());  // once only
+  EXPECT_EQ(pool.bytes_mapped(), huge_page_bytes);
+  for (std::size_t i = 0; i < huge_page_bytes / block; ++i) {
+    std::byte* taken = pool.take();
+    ASSERT_NE(taken, nullptr);
+    memset(taken, 7, block);
+  }
+  EXPECT_EQ(pool.bytes_mapped(), huge_page_bytes);
+}
+
 }  // namespace
