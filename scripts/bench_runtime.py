@@ -114,8 +114,9 @@ def main():
         "",
         "Start-up: wall-clock seconds of a whole job that starts, passes one barrier and exits "
         "(`barrier -i 1 -r 1`), with the substrate's start-up warm-up (`TMK_WARM_UP`, 1M by "
-        "default: a connection to every process and each size of message up to 1 MiB to the "
-        "next process and back) and without it (`TMK_WARM_UP=0`), medians over the rounds.",
+        "default: 16 KiB on every channel between every two processes and each size of "
+        "message up to 1 MiB to the next process and back) and without it (`TMK_WARM_UP=0`), "
+        "medians over the rounds.",
         "",
         "| processes | TMK_WARM_UP=1M s | TMK_WARM_UP=0 s | difference s |",
         "| --- | --- | --- | --- |",
