@@ -313,9 +313,6 @@ status transport::warm_up() {
     return send_request(message_kind::warm_up, peer,
                         {byte_span{message.data(), std::max(bytes, warm_up_ask_bytes)}});
   };
-  // Every other process: a request to it answered on this process's reply
-  // channel, and one it passes back to this process's request channel (as
-  // a lock's manager passes a request on).
   // A reply this thread sends itself (a barrier's manager arriving last, a
   // lock released to a waiting process) goes from its own channel to the
   // requester's reply channel, which the messages below do not travel.
@@ -325,6 +322,9 @@ status transport::warm_up() {
     status opened = open_reply_channel(peer, {message.data(), fragmented});
     if (!opened) return opened;
   }
+  // Every other process: a request to it answered on this process's reply
+  // channel, and one it passes back to this process's request channel (as
+  // a lock's manager passes a request on).
   std::vector<request_id> ids;
   auto await_asked = [&]() -> status {
     if (ids.empty()) return status::ok();
