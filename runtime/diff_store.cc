@@ -29,10 +29,7 @@ std::optional<std::span<const std::byte>> diff_store::keep(std::span<const std::
     used_ = 0;
   }
   if (current_ == chunks_.size()) {
-    std::size_t size = whole_huge_pages(std::max(chunk_bytes, length));
-    std::byte* mapped = map_populated(size);
-    if (mapped == nullptr) return std::nullopt;
-    chunks_.push_back({mapped, size});
+    if (!add_chunk(whole_huge_pages(std::max(chunk_bytes, length)))) return std::nullopt;
     used_ = 0;
   }
   std::byte* at = chunks_[current_].base + used_;
@@ -42,13 +39,12 @@ std::optional<std::span<const std::byte>> diff_store::keep(std::span<const std::
   return std::span<const std::byte>{at, bytes.size()};
 }
 
-bool diff_store::prepare() {
-  if (!chunks_.empty()) return true;
-  std::byte* mapped = map_populated(chunk_bytes);
+bool diff_store::prepare() { return !chunks_.empty() || add_chunk(chunk_bytes); }
+
+bool diff_store::add_chunk(std::size_t size) {
+  std::byte* mapped = map_populated(size);
   if (mapped == nullptr) return false;
-  chunks_.push_back({mapped, chunk_bytes});
-  current_ = 0;
-  used_ = 0;
+  chunks_.push_back({mapped, size});
   return true;
 }
 

@@ -40,6 +40,7 @@ class diff_store {
   std::size_t bytes_mapped() const;
 
  private:
+  bool add_chunk(std::size_t size);  // maps and appends one; false if no memory
   struct chunk {
     std::byte* base;
     std::size_t size;

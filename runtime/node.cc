@@ -169,18 +169,13 @@ status node::map_region() {
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (states == MAP_FAILED) return errno_status("page table");
   states_ = static_cast<std::uint8_t*>(states);
-  void* bits = mmap(nullptr, (npages_ + 63) / 64 * 8, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (bits == MAP_FAILED) return errno_status("page table");
-  read_bits_ = static_cast<std::uint64_t*>(bits);
-  void* written = mmap(nullptr, (npages_ + 63) / 64 * 8, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (written == MAP_FAILED) return errno_status("page table");
-  written_bits_ = static_cast<std::uint64_t*>(written);
-  void* filled = mmap(nullptr, (npages_ + 63) / 64 * 8, PROT_READ | PROT_WRITE,
+  // A bit per page, zero, committed only where bits are set.
+  for (std::uint64_t** bitmap : {&read_bits_, &written_bits_, &filled_bits_}) {
+    void* bits = mmap(nullptr, (npages_ + 63) / 64 * 8, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (filled == MAP_FAILED) return errno_status("page table");
-  filled_bits_ = static_cast<std::uint64_t*>(filled);
+    if (bits == MAP_FAILED) return errno_status("page table");
+    *bitmap = static_cast<std::uint64_t*>(bits);
+  }
   return status::ok();
 }
 

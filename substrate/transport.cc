@@ -205,7 +205,7 @@ void transport::release_pending(pending_reply& slot) {
 std::vector<std::byte>* transport::reply_destination(const wire_header& header,
                                                      std::size_t length) {
   if (header.kind == message_kind::warm_up_reply && header.sequence == 0)
-    return nullptr;  // open_reply_channel()'s: answers nothing
+    return nullptr;  // warm_up()'s opening of a reply channel: answers nothing
   pending_reply* slot = find_pending(header.sequence);
   if ((header.kind != message_kind::reply && header.kind != message_kind::warm_up_reply) ||
       header.origin != rank_ || slot == nullptr || slot->done) {
@@ -315,11 +315,15 @@ status transport::warm_up() {
   };
   // A reply this thread sends itself (a barrier's manager arriving last, a
   // lock released to a waiting process) goes from its own channel to the
-  // requester's reply channel, which the messages below do not travel.
+  // requester's reply channel, which the messages below do not travel: a
+  // warm-up reply to no request (sequence 0, dropped there) goes down it.
+  // It is not waited for: the peer completes the connection whenever it
+  // next waits for a reply.
   std::size_t fragmented = std::min(warm_up_fragmented_bytes, largest);
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    status opened = open_reply_channel(peer, {message.data(), fragmented});
+    status opened = send(channel::reply, peer, channel::reply, message_kind::warm_up_reply, peer, 0,
+                         {byte_span{message.data(), fragmented}});
     if (!opened) return opened;
   }
   // Every other process: a request to it answered on this process's reply

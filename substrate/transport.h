@@ -196,14 +196,6 @@ class transport {
   virtual int event_fd(channel which) const = 0;
   // Waits until every send the calling thread's channel started completes.
   virtual status flush_channel(channel which) = 0;
-  // Makes, now, what the first replies from the calling thread to a peer's
-  // reply channel would make (a connection), if anything, with a message
-  // of filler that answers no request; the peer completes it whenever it
-  // next waits for a reply.
-  virtual status open_reply_channel(int peer, byte_span filler) {
-    (void)peer, (void)filler;
-    return status::ok();
-  }
   // Called on the service thread before it exits.
   virtual void service_thread_exit() {}
 

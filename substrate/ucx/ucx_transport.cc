@@ -315,19 +315,6 @@ result<ucp_ep_h> ucx_transport::endpoint(worker_state& worker, int peer, channel
   return ep;
 }
 
-// An endpoint is wired up by the first message that needs the peer to
-// know it (one in fragments: UCX then sends the peer a request and holds
-// the message until the answer): a warm-up reply to no request, which the
-// peer drops.  It is not waited for.
-status ucx_transport::open_reply_channel(int peer, byte_span filler) {
-  wire_header header{};
-  header.kind = message_kind::warm_up_reply;
-  header.origin = peer;
-  header.sender = rank_;
-  header.sequence = 0;
-  return post(channel::reply, peer, channel::reply, header, {filler}, filler.size());
-}
-
 // Registered send buffers: carved per size class from mapped chunks, 16 at
 // a time; a message above the largest class gets a heap buffer of the next
 // power of two (UCX registers it on the fly for rendezvous).

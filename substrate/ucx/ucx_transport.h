@@ -56,7 +56,6 @@ class ucx_transport final : public transport {
   bool arm(channel which) override;
   int event_fd(channel which) const override;
   status flush_channel(channel which) override;
-  status open_reply_channel(int peer, byte_span filler) override;
 
  private:
   struct send_buffer;
