@@ -1,8 +1,8 @@
 // consistency.cc — closing intervals and incorporating other processes'.
 //
 // An interval closes at a release, a barrier arrival and an acquire when
-// some page is twinned (written since it was last sealed); its write
-// notices are the twinned pages, which stay writable.  Incorporating an
+// some page was written since it was last sealed; its write notices are
+// those pages, which stay writable with their twins.  Incorporating an
 // interval records, per page, that its writer has newer diffs, makes a diff
 // of this process's unsaved writes to it, and invalidates a valid copy —
 // unless the diffs that notice refers to are already applied.
@@ -16,15 +16,33 @@
 
 namespace tmk {
 
+namespace {
+// Closes in a row that an unwritten speculative twin survives.  FFT
+// rewrites a page every third or fourth interval.
+constexpr std::uint8_t twin_idle_closes = 8;
+}  // namespace
+
 void node::close_interval() {
+  // A twin made speculative (twinned with a faulting neighbour, or sealed
+  // since the last close) is listed only if the page differs from it: a
+  // page rewritten once in a while would otherwise be listed by every
+  // interval, and each listing invalidates the copies of its readers.  An
+  // unwritten one stays twinned and writable, unlisted, its next writes
+  // belonging to the next interval; after twin_idle_closes closes in a row
+  // unwritten, its twin is dropped and the page write-protected.  Comparing
+  // a page costs about 0.1 us, protecting it again 4 us and its next write
+  // fault 10 us on the machine of BENCHMARKS.md.
   std::size_t kept = 0;
   std::vector<std::uint32_t> unwritten;
   for (std::uint32_t page : twinned_) {
     page_extra* entry = extras_.find(page);
     if (entry == nullptr || entry->twin == nullptr) continue;
     if (entry->speculative) {
-      // Twinned with a neighbour's write fault: listed only if written.
       if (memcmp(entry->twin, runtime_page(page), page_size_) == 0) {
+        if (++entry->idle_closes < twin_idle_closes) {
+          twinned_[kept++] = page;
+          continue;
+        }
         drop_twin(*entry);
         set_state(page, page_state::read_only);
         unwritten.push_back(page);
@@ -36,7 +54,6 @@ void node::close_interval() {
   }
   twinned_.resize(kept);
   protect_pages(unwritten, page_state::read_only);
-  if (twinned_.empty()) return;
   if (!twinned_sorted_) {
     // Sorted up to the pages twinned out of order since the last interval,
     // usually a few: sort those and merge, not the whole list.
@@ -46,8 +63,18 @@ void node::close_interval() {
     twinned_.erase(std::unique(twinned_.begin(), twinned_.end()), twinned_.end());
     twinned_sorted_ = true;
   }
+  std::vector<std::uint32_t> written;
+  for (std::uint32_t page : twinned_)
+    if (!extras_.find(page)->speculative) written.push_back(page);
+  if (written.empty()) return;
   ++time_[rank_];
-  interval_record record{rank_, time_[rank_], time_, page_list(twinned_)};
+  // The unwritten twins' next writes belong to the interval after this one.
+  if (written.size() < twinned_.size())
+    for (std::uint32_t page : twinned_) {
+      page_extra& entry = *extras_.find(page);
+      if (entry.speculative) entry.twin_start = time_[rank_] + 1;
+    }
+  interval_record record{rank_, time_[rank_], time_, page_list(written)};
   intervals_.add(std::move(record));
   counters_.intervals.fetch_add(1, std::memory_order_relaxed);
 }
@@ -83,11 +110,10 @@ bool node::incorporate(message_reader& reader, std::vector<std::uint32_t>* still
         // it.  The application waits in this call and cannot write: the
         // writes so far become a diff and the twin a copy of the page
         // (unless an earlier notice of this message did that already), and
-        // the page stays writable.  An empty diff makes the twin
-        // speculative: the interval lists the page only if it is written.
+        // the page stays writable, its twin speculative: the next interval
+        // lists the page only if it is written.
         page_extra& entry = extra(page);
-        if (entry.twin != nullptr && entry.twin_start <= time_[rank_])
-          entry.speculative = seal_in_place(page, entry).bytes.empty();
+        if (entry.twin != nullptr && entry.twin_start <= time_[rank_]) seal_in_place(page, entry);
         if (record.index <= applied(page, owner)) continue;  // in a range applied already
         set_state(page, page_state::invalid);
         if (still_mapped != nullptr) {

@@ -10,8 +10,11 @@
 //   read-write.  The twin then spans intervals: every interval that closes
 //   while the page is twinned lists it in its write notices, and the page
 //   stays writable, so a page rewritten every interval costs one fault, not
-//   one per interval.  The page is sealed — its writes so far made a diff
-//   against the twin — only in these cases:
+//   one per interval.  Once sealed, the twin is speculative: an interval
+//   lists the page only if it differs from the twin at the close, and after
+//   8 closes in a row that find it unwritten the twin is dropped and the
+//   page write-protected.  The page is sealed — its writes so far made a
+//   diff against the twin — only in these cases:
 //   * some process asks for those writes, or process 0 sends the page
 //     whole: the diff is made against a copy of the page, which becomes
 //     the twin, and the page stays writable;
@@ -100,7 +103,8 @@ struct page_reader {
 struct page_extra {
   std::byte* twin = nullptr;
   std::uint32_t twin_start = 0;         // the interval the twin's first writes belong to
-  bool speculative = false;             // twinned with a faulting neighbour, maybe unwritten
+  bool speculative = false;             // twin equal to the page at the last close, maybe unwritten
+  std::uint8_t idle_closes = 0;         // closes in a row that found a speculative twin unwritten
   std::vector<sealed_diff> diffs;       // this process's, in order
   std::vector<writer_progress> writers; // other processes'
   std::vector<page_reader> readers;     // who reads this process's writes to it

@@ -146,7 +146,7 @@ bool node::handle_fault(void* address) {
 // this is its first write to the faulting page (a first sweep over an
 // array: a run of SOR at 2 processes took 985 write faults each, 67
 // this way).  Such a twin is speculative until the page is found written:
-// at the close of the interval an unwritten one is dropped, unlisted.
+// closes list it only then (see close_interval).
 void node::make_writable(std::uint32_t page) {
   std::vector<std::uint32_t> batch{page};
   for (std::uint32_t next = page + 1; next < npages_ && batch.size() < config_.prefetch_pages &&
@@ -161,6 +161,7 @@ void node::make_writable(std::uint32_t page) {
     memcpy(entry.twin, runtime_page(opened), page_size_);
     entry.twin_start = time_[rank_] + 1;
     entry.speculative = opened != page;
+    entry.idle_closes = 0;
     if (!twinned_.empty() && twinned_.back() >= opened) twinned_sorted_ = false;
     twinned_.push_back(opened);
     ++twin_count_;
@@ -173,11 +174,14 @@ void node::make_writable(std::uint32_t page) {
 
 // Seals a page the application cannot write meanwhile: the diff against
 // the twin is recorded, and the twin becomes a copy of the page, starting
-// with the next interval.
+// with the next interval.  The twin is speculative: the page is listed
+// again only if it is written.
 const sealed_diff& node::seal_in_place(std::uint32_t page, page_extra& entry) {
   record_diff(page, entry);
   memcpy(entry.twin, runtime_page(page), page_size_);
   entry.twin_start = time_[rank_] + 1;
+  entry.speculative = true;
+  entry.idle_closes = 0;
   return entry.diffs.back();
 }
 
@@ -198,6 +202,7 @@ void node::seal_while_writable(std::uint32_t page, page_extra& entry) {
   memcpy(entry.twin, snapshot_.data(), page_size_);
   entry.twin_start = time_[rank_] + 1;
   entry.speculative = true;
+  entry.idle_closes = 0;
 }
 
 // The diff of a page (or of contents, a copy of it) against its twin,
