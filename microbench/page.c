@@ -3,11 +3,13 @@
  * microbenchmark of the TreadMarks distribution).
  *
  * In each run process 0 allocates a fresh region of ITERATIONS pages with
- * Tmk_malloc, distributes its address with Tmk_distribute and reads one
+ * Tmk_malloc, distributes its address with Tmk_distribute and writes one
  * word of every page; after a barrier process 1 reads the same words, in
  * address order, and the time of that pass divided by the number of pages
  * is the time per page.  Each run uses new pages, which process 1 has never
- * seen, so every one of them comes from process 0.  (tmk validates the
+ * seen, so every one of them comes from process 0.  (A page no process has
+ * written holds zeros, which tmk does not fetch: process 0 writes them so
+ * that they hold something to fetch.)  (tmk validates the
  * pages after a faulting one together, up to TMK_PREFETCH_PAGES of them:
  * TMK_PREFETCH_PAGES=1 makes every page its own fault and round trip, as
  * in TreadMarks.)  Other processes only pass the barriers.
@@ -23,9 +25,14 @@
 /* The region of the current run, allocated by process 0. */
 static uint32_t *region;
 
-static volatile uint32_t sink;
+/* One word of each page: the first, which process 0 sets to the page's
+ * number plus one. */
+static void write_pages(int pages, size_t words_per_page)
+{
+  for (int page = 0; page < pages; page++)
+    region[(size_t)page * words_per_page] = (uint32_t)page + 1;
+}
 
-/* One word of each page: the first. */
 static uint32_t read_pages(int pages, size_t words_per_page)
 {
   uint32_t sum = 0;
@@ -45,14 +52,17 @@ static double run_once(int pages)
     if (region == NULL)
       Tmk_errexit("page: cannot allocate %d pages of shared memory", pages);
     Tmk_distribute(&region, sizeof region);
-    sink = read_pages(pages, words_per_page);
+    write_pages(pages, words_per_page);
   }
   Tmk_barrier(1);
   double time = 0;
   if (Tmk_proc_id == 1) {
     double start = microbench_now_us();
-    sink = read_pages(pages, words_per_page);
+    uint32_t sum = read_pages(pages, words_per_page);
     time = (microbench_now_us() - start) / pages;
+    uint32_t expected = (uint32_t)((uint64_t)pages * (pages + 1) / 2);
+    if (sum != expected)
+      Tmk_errexit("page: process 1 read words summing to %u where process 0 wrote %u", sum, expected);
   }
   Tmk_barrier(2);
   return time;

@@ -99,6 +99,7 @@ bool node::incorporate(message_reader& reader, std::vector<std::uint32_t>* still
       notices += record.pages.size();
       for (std::uint32_t page : record.pages) {
         newest[page] = record.index;
+        noticed_bits_[page / 64] |= std::uint64_t{1} << (page % 64);
         // Only a copy held here needs anything now.
         page_state state = state_of(page);
         if (state != page_state::read_only && state != page_state::read_write) continue;

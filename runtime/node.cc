@@ -170,7 +170,7 @@ status node::map_region() {
   if (states == MAP_FAILED) return errno_status("page table");
   states_ = static_cast<std::uint8_t*>(states);
   // A bit per page, zero, committed only where bits are set.
-  for (std::uint64_t** bitmap : {&read_bits_, &written_bits_, &filled_bits_}) {
+  for (std::uint64_t** bitmap : {&read_bits_, &written_bits_, &filled_bits_, &noticed_bits_}) {
     void* bits = mmap(nullptr, (npages_ + 63) / 64 * 8, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (bits == MAP_FAILED) return errno_status("page table");

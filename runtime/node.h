@@ -39,7 +39,8 @@
 //   missing ranges from every writer at once and applies the diffs in
 //   happens-before order (a range at the place of its first interval).  A
 //   page never seen is first fetched whole from process 0, with what that
-//   copy already contains.
+//   copy already contains — unless no interval of another process has
+//   listed it: then it holds zeros, and needs no message.
 // - Locks: a manager per lock (id % n) forwards requests to the last
 //   requester; the releaser grants directly, with the intervals the
 //   acquirer lacks; re-acquiring a lock this process released last costs
@@ -252,6 +253,7 @@ class node {
     return (written_bits_[page / 64] >> (page % 64)) & 1;
   }
   bool filled(std::uint32_t page) const { return (filled_bits_[page / 64] >> (page % 64)) & 1; }
+  bool noticed(std::uint32_t page) const { return (noticed_bits_[page / 64] >> (page % 64)) & 1; }
   writer_progress& progress_of(page_extra& page, int writer);
   void make_writable(std::uint32_t page);
   const sealed_diff& seal_in_place(std::uint32_t page, page_extra& extra);
@@ -345,6 +347,10 @@ class node {
   // Per page: its memory made through the runtime view (populate()); a page
   // written only through the application's view is not marked.
   std::uint64_t* filled_bits_ = nullptr;
+  // Per page: an interval of another process listed it, ever (garbage
+  // collection keeps these): a page never fetched and never listed holds
+  // zeros wherever this process could look.
+  std::uint64_t* noticed_bits_ = nullptr;
   // Write notices, per writer: the newest interval of that writer listing
   // each page, in an array over all pages made on the writer's first
   // notice (its memory is committed only where notices land).  Recording a

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -154,6 +155,12 @@ void node::make_writable(std::uint32_t page) {
                                       (written_before(next) || !written_before(page));
        ++next)
     batch.push_back(next);
+  // Memory not made yet (a hole: zeros never written here) is made at once
+  // before the twins are copied from it, not a fault a page.
+  std::vector<std::uint32_t> unfilled;
+  std::copy_if(batch.begin(), batch.end(), std::back_inserter(unfilled),
+               [&](std::uint32_t opened) { return !filled(opened); });
+  populate(unfilled);
   for (std::uint32_t opened : batch) {
     page_extra& entry = extra(opened);
     entry.twin = twins_.take();
@@ -250,8 +257,17 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
        ++next)
     batch.push_back(next);
   if (wanted == page_state::unfetched) {
-    populate(batch);  // one call makes the memory the copies land in
-    fetch_whole_pages(batch, lock);
+    // A page no interval of another process has listed was never written
+    // where this process could see it (a write this process is ordered
+    // after comes with its notice): all zeros, as its memory here, a hole,
+    // is.  A program's fresh arrays cost no round trip to process 0.
+    std::vector<std::uint32_t> copies;
+    std::copy_if(batch.begin(), batch.end(), std::back_inserter(copies),
+                 [&](std::uint32_t next) { return noticed(next); });
+    if (!copies.empty()) {
+      populate(copies);  // one call makes the memory the copies land in
+      fetch_whole_pages(copies, lock);
+    }
   }
   fetch_diffs(batch, lock);
   for (std::uint32_t fetched : batch) set_state(fetched, page_state::read_only);

@@ -70,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("release-acquire", "false-sharing", "byte-sharing", "barriers",
                                          "conditions", "distribution", "allocation", "garbage",
                                          "garbage-locks", "garbage-exit", "stress", "traffic-counts",
-                                         "boundary-rows", "notices-once"),
+                                         "boundary-rows", "notices-once", "fresh-zeros"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
 

@@ -310,6 +310,36 @@ static void notices_once(void) {
   finish("notices-once");
 }
 
+/* Fresh shared memory that no process has written reads as zeros without
+ * a message: every process reads all of a new array, and none fetches a
+ * page or asks for diffs (Tmk_stat is brought up to date by the barrier
+ * after).  Then each process writes its share and, after a barrier, every
+ * process reads every value. */
+static void fresh_zeros(void) {
+  const long words = 64L * PAGE_WORDS;
+  long i;
+  unsigned long fetched_before, asked_before;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((unsigned)(words * sizeof(int)));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  fetched_before = Tmk_stat.page_fetches;
+  asked_before = Tmk_stat.diff_requests;
+  for (i = 0; i < words; i++)
+    if (shared_ints[i] != 0) check(0, "a word of a fresh array", shared_ints[i], 0);
+  Tmk_barrier(1);
+  check((long)(Tmk_stat.page_fetches - fetched_before) == 0, "pages fetched to read a fresh array",
+        (long)(Tmk_stat.page_fetches - fetched_before), 0);
+  check((long)(Tmk_stat.diff_requests - asked_before) == 0, "diff requests to read a fresh array",
+        (long)(Tmk_stat.diff_requests - asked_before), 0);
+  for (i = Tmk_proc_id; i < words; i += (long)Tmk_nprocs) shared_ints[i] = (int)i + 1;
+  Tmk_barrier(2);
+  for (i = 0; i < words; i++)
+    if (shared_ints[i] != (int)i + 1) check(0, "a word written after the barrier", shared_ints[i], i + 1);
+  finish("fresh-zeros");
+}
+
 /* A bounded queue under lock 5 with conditions "not empty" (1) and "not
  * full" (2): process 0 produces, the others consume; every item is taken
  * exactly once. */
@@ -917,6 +947,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "traffic-counts") == 0) traffic_counts();
   else if (strcmp(scenario, "boundary-rows") == 0) boundary_rows();
   else if (strcmp(scenario, "notices-once") == 0) notices_once();
+  else if (strcmp(scenario, "fresh-zeros") == 0) fresh_zeros();
   else if (strcmp(scenario, "conditions") == 0) conditions();
   else if (strcmp(scenario, "distribution") == 0) distribution();
   else if (strcmp(scenario, "allocation") == 0) allocation();
