@@ -1,8 +1,9 @@
 /*
  * fault — the cost of one page fault that needs other processes' data.
  *
- *   cold       a page this process has never seen: it comes whole from
- *              process 0 (with the never-seen pages after it)
+ *   cold       a page this process has never seen, which process 0 wrote:
+ *              it comes whole from process 0 (with the never-seen pages
+ *              after it; a page nobody wrote would be zeros, not fetched)
  *   writers-1  a page this process holds, invalidated by the writes of one
  *              other process: its diff is fetched from that writer
  *   writers-4  the same page written (different words) by four other
@@ -76,7 +77,7 @@ static double run_once(const char *which, int faults, unsigned round)
   double time = 0;
   if (strcmp(which, "cold") == 0) {
     if (Tmk_proc_id == 0)
-      sink = read_pages(faults);
+      write_pages(faults, 0, round + 1);
     Tmk_barrier(3);
     if (Tmk_proc_id == 1) {
       double start = microbench_now_us();
