@@ -31,7 +31,12 @@ void node::close_interval() {
   // belonging to the next interval; after twin_idle_closes closes in a row
   // unwritten, its twin is dropped and the page write-protected.  Comparing
   // a page costs about 0.1 us, protecting it again 4 us and its next write
-  // fault 10 us on the machine of BENCHMARKS.md.
+  // fault 10 us on the machine of BENCHMARKS.md.  Twins count towards
+  // TMK_GC_THRESHOLD: past half of it, an unwritten one is dropped at its
+  // first close, as garbage collections would otherwise come at every
+  // synchronisation (a test of 8 processes with a 400K threshold ran 1131
+  // collections where it had run 36).
+  std::uint8_t idle_limit = consistency_bytes() > config_.gc_threshold / 2 ? 1 : twin_idle_closes;
   std::size_t kept = 0;
   std::vector<std::uint32_t> unwritten;
   for (std::uint32_t page : twinned_) {
@@ -39,7 +44,7 @@ void node::close_interval() {
     if (entry == nullptr || entry->twin == nullptr) continue;
     if (entry->speculative) {
       if (memcmp(entry->twin, runtime_page(page), page_size_) == 0) {
-        if (++entry->idle_closes < twin_idle_closes) {
+        if (++entry->idle_closes < idle_limit) {
           twinned_[kept++] = page;
           continue;
         }
