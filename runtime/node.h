@@ -12,9 +12,10 @@
 //   stays writable, so a page rewritten every interval costs one fault, not
 //   one per interval.  Once sealed, the twin is speculative: an interval
 //   lists the page only if it differs from the twin at the close, and after
-//   8 closes in a row that find it unwritten the twin is dropped and the
-//   page write-protected.  The page is sealed — its writes so far made a
-//   diff against the twin — only in these cases:
+//   8 closes in a row that find it unwritten (1 past half of
+//   TMK_GC_THRESHOLD) the twin is dropped and the page write-protected.
+//   The page is sealed — its writes so far made a diff against the twin —
+//   only in these cases:
 //   * some process asks for those writes, or process 0 sends the page
 //     whole: the diff is made against a copy of the page, which becomes
 //     the twin, and the page stays writable;
