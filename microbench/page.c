@@ -7,9 +7,9 @@
  * word of every page; after a barrier process 1 reads the same words, in
  * address order, and the time of that pass divided by the number of pages
  * is the time per page.  Each run uses new pages, which process 1 has never
- * seen, so every one of them comes from process 0.  (A page no process has
- * written holds zeros, which tmk does not fetch: process 0 writes them so
- * that they hold something to fetch.)  (tmk validates the
+ * seen, so every one of them comes from process 0.  A page no process has
+ * written holds zeros, which tmk reads without fetching: process 0 writes
+ * each page so that there is something to fetch.  (tmk validates the
  * pages after a faulting one together, up to TMK_PREFETCH_PAGES of them:
  * TMK_PREFETCH_PAGES=1 makes every page its own fault and round trip, as
  * in TreadMarks.)  Other processes only pass the barriers.

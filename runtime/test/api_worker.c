@@ -275,7 +275,7 @@ static void boundary_rows(void) {
  * process and round, the notices of its block (8 pages, 9 when it
  * straddles a page boundary) and of the counter's page at the lock and at
  * the barriers: at most 12.  Announcing a page in every interval while it
- * stayed twinned made it about 30. */
+ * stayed twinned made it about 35. */
 static void notices_once(void) {
   const int block_pages = 8, rounds = 10, nprocs = (int)Tmk_nprocs;
   long block = (long)block_pages * PAGE_WORDS; /* ints */
