@@ -48,6 +48,7 @@ TEST_P(api_scenario, passes_on_every_process) {
     options = {"-i", "1000"};
     env.push_back({"TMK_GC_THRESHOLD", "400K"});
   }
+  if (scenario == "twins-kept") env.push_back({"TMK_GC_THRESHOLD", "2M"});
   if (scenario == "stress") options = {"-i", nprocs >= 4 ? "150" : "300", "-x", "7"};
   program_result result = run_worker(scenario, nprocs, substrate, options, env);
   EXPECT_EQ(result.exit_code, 0) << describe(result);
@@ -70,7 +71,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("release-acquire", "false-sharing", "byte-sharing", "barriers",
                                          "conditions", "distribution", "allocation", "garbage",
                                          "garbage-locks", "garbage-exit", "stress", "traffic-counts",
-                                         "boundary-rows", "notices-once", "fresh-zeros"),
+                                         "boundary-rows", "notices-once", "fresh-zeros",
+                                         "twins-kept"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
 

@@ -310,6 +310,49 @@ static void notices_once(void) {
   finish("notices-once");
 }
 
+/* A block rewritten every other interval and read by the others after
+ * each write (its diffs pushed with the barrier, and kept until a garbage
+ * collection): the consistency data grows by the block each round, and
+ * once past half of TMK_GC_THRESHOLD (the test sets 2M) the writer must
+ * still keep its twins through the interval that does not write, as long
+ * as they are not what fills the threshold.  Over the last 20 rounds a
+ * process may make its block's twins again only after each garbage
+ * collection and once more: dropping them at every close past half the
+ * threshold made them every round in about half of those. */
+static void twins_kept(void) {
+  const int block_pages = 16, rounds = 40;
+  const int nprocs = (int)Tmk_nprocs;
+  long block = (long)block_pages * PAGE_WORDS; /* ints */
+  int round, p;
+  long i;
+  unsigned long twins_before = 0, collections_before = 0;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((unsigned)(block * nprocs * sizeof(int)));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (round = 0; round < rounds; round++) {
+    long lo = block * Tmk_proc_id;
+    if (round == rounds - 20) {
+      twins_before = Tmk_stat.twins;
+      collections_before = Tmk_stat.gc_runs;
+    }
+    for (i = 0; i < block; i++) shared_ints[lo + i] = round * 100003 + (int)(lo + i);
+    Tmk_barrier(1);
+    for (p = 0; p < nprocs; p++)
+      for (i = block * p; i < block * (p + 1); i += 97)
+        check(shared_ints[i] == round * 100003 + (int)i, "a value of another process's block",
+              shared_ints[i], round * 100003 + (int)i);
+    Tmk_barrier(2);
+  }
+  if (nprocs > 1) {
+    long made = (long)(Tmk_stat.twins - twins_before);
+    long bound = block_pages * ((long)(Tmk_stat.gc_runs - collections_before) + 1);
+    check(made <= bound, "twins made in the last 20 rounds (at most)", made, bound);
+  }
+  finish("twins-kept");
+}
+
 /* Fresh shared memory that no process has written reads as zeros without
  * a message: every process reads all of a new array, and none fetches a
  * page or asks for diffs (Tmk_stat is brought up to date by the barrier
@@ -948,6 +991,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "boundary-rows") == 0) boundary_rows();
   else if (strcmp(scenario, "notices-once") == 0) notices_once();
   else if (strcmp(scenario, "fresh-zeros") == 0) fresh_zeros();
+  else if (strcmp(scenario, "twins-kept") == 0) twins_kept();
   else if (strcmp(scenario, "conditions") == 0) conditions();
   else if (strcmp(scenario, "distribution") == 0) distribution();
   else if (strcmp(scenario, "allocation") == 0) allocation();
