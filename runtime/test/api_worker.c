@@ -266,6 +266,14 @@ static void boundary_rows(void) {
   finish("boundary-rows");
 }
 
+/* Every process's block of `block` ints, as written in `round`, sampled. */
+static void check_blocks(long block, int round) {
+  long i;
+  for (i = 0; i < block * (long)Tmk_nprocs; i += 97)
+    check(shared_ints[i] == round * 100003 + (int)i, "a value of another process's block",
+          shared_ints[i], round * 100003 + (int)i);
+}
+
 /* FFT's pattern in small: each process rewrites its block of pages once a
  * round, every process reads every block, and then each takes a lock in
  * turn to add to a counter.  A page is announced (a write notice) by the
@@ -279,7 +287,7 @@ static void boundary_rows(void) {
 static void notices_once(void) {
   const int block_pages = 8, rounds = 10, nprocs = (int)Tmk_nprocs;
   long block = (long)block_pages * PAGE_WORDS; /* ints */
-  int round, p;
+  int round;
   long i, notices_before = 0;
   if (Tmk_proc_id == 0) {
     shared_ints = Tmk_malloc((unsigned)((block * nprocs + 1) * sizeof(int)));
@@ -292,10 +300,7 @@ static void notices_once(void) {
     if (round == rounds - 4) notices_before = (long)Tmk_stat.write_notices;
     for (i = 0; i < block; i++) shared_ints[lo + i] = round * 100003 + (int)(lo + i);
     Tmk_barrier(1);
-    for (p = 0; p < nprocs; p++)
-      for (i = block * p; i < block * (p + 1); i += 97)
-        check(shared_ints[i] == round * 100003 + (int)i, "a value of another process's block",
-              shared_ints[i], round * 100003 + (int)i);
+    check_blocks(block, round);
     Tmk_lock_acquire(3);
     shared_ints[block * nprocs]++;
     Tmk_lock_release(3);
@@ -323,7 +328,7 @@ static void twins_kept(void) {
   const int block_pages = 16, rounds = 40;
   const int nprocs = (int)Tmk_nprocs;
   long block = (long)block_pages * PAGE_WORDS; /* ints */
-  int round, p;
+  int round;
   long i;
   unsigned long twins_before = 0, collections_before = 0;
   if (Tmk_proc_id == 0) {
@@ -339,10 +344,7 @@ static void twins_kept(void) {
     }
     for (i = 0; i < block; i++) shared_ints[lo + i] = round * 100003 + (int)(lo + i);
     Tmk_barrier(1);
-    for (p = 0; p < nprocs; p++)
-      for (i = block * p; i < block * (p + 1); i += 97)
-        check(shared_ints[i] == round * 100003 + (int)i, "a value of another process's block",
-              shared_ints[i], round * 100003 + (int)i);
+    check_blocks(block, round);
     Tmk_barrier(2);
   }
   if (nprocs > 1) {
