@@ -32,11 +32,11 @@ void node::close_interval() {
   // unwritten, its twin is dropped and the page write-protected.  Comparing
   // a page costs about 0.1 us, protecting it again 4 us and its next write
   // fault 10 us on the machine of BENCHMARKS.md.  Twins count towards
-  // TMK_GC_THRESHOLD, and a collection keeps none of them: once what a
-  // collection cannot free (all but the diffs) passes half of it, an
-  // unwritten one is dropped at its first close, as collections would
-  // otherwise come at every synchronisation (a test of 8 processes with a
-  // 400K threshold ran 1131 collections where it had run 36).  Diffs kept
+  // TMK_GC_THRESHOLD: once the data other than diffs (twins, interval
+  // records, page bookkeeping) passes half of it, an unwritten one is
+  // dropped at its first close, as collections would otherwise come at
+  // every synchronisation (a test of 8 processes with a 400K threshold ran
+  // 1131 collections where it had run 36).  Diffs kept
   // for readers do not count there: with them, a block rewritten every
   // other interval and pushed at each barrier lost its twins at every
   // close for half of each collection's cycle (api scenario twins-kept; a
