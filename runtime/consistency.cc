@@ -36,11 +36,11 @@ void node::close_interval() {
   // records, page bookkeeping) passes half of it, an unwritten one is
   // dropped at its first close, as collections would otherwise come at
   // every synchronisation (a test of 8 processes with a 400K threshold ran
-  // 1131 collections where it had run 36).  Diffs kept
-  // for readers do not count there: with them, a block rewritten every
-  // other interval and pushed at each barrier lost its twins at every
-  // close for half of each collection's cycle (api scenario twins-kept; a
-  // round of 72 pages, pushed, took 1146 us against 1574, medians of 7).
+  // 1131 collections where it had run 36).  Diffs kept for readers do not
+  // count there: with them, a block rewritten every other interval and
+  // pushed at each barrier lost its twins at every close for half of each
+  // collection's cycle (api scenario twins-kept; a round of 72 pages,
+  // pushed, took 1146 us against 1574, medians of 7).
   std::uint8_t idle_limit =
       consistency_bytes() - diff_bytes_ > config_.gc_threshold / 2 ? 1 : twin_idle_closes;
   std::size_t kept = 0;
