@@ -40,6 +40,7 @@ enum class message_type : std::uint8_t {
   collection_reply,    // reply: the garbage collection to take part in now, if any
   collection_call,     // one way, from process 0: take part in garbage collection number N
   rejected,            // reply: the request was malformed or not allowed (reason)
+  push_stop,           // one way, to a writer: stop pushing these pages' diffs to me
 };
 
 class message_writer {

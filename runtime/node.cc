@@ -293,6 +293,7 @@ void node::handle_request(const incoming_request& request) {
     case message_type::statistics: return handle_statistics(request, reader);
     case message_type::collection_request: return handle_collection_request(request, reader);
     case message_type::collection_call: return handle_collection_call(request, reader);
+    case message_type::push_stop: return handle_push_stop(request, reader);
     default:
       return reject(request, "unknown message type " + std::to_string(static_cast<int>(type)));
   }

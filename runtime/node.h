@@ -107,6 +107,8 @@ struct page_extra {
   std::uint32_t twin_start = 0;         // the interval the twin's first writes belong to
   bool speculative = false;             // twin equal to the page at the last close, maybe unwritten
   std::uint8_t idle_closes = 0;         // closes in a row that found a speculative twin unwritten
+  bool pushed_unread = false;           // pushed diffs brought the copy up to date, left protected,
+                                        // and it has not been read since
   std::vector<sealed_diff> diffs;       // this process's, in order
   std::vector<writer_progress> writers; // other processes'
   std::vector<page_reader> readers;     // who reads this process's writes to it
@@ -305,7 +307,11 @@ class node {
   void handle_barrier_arrival(const incoming_request& request, message_reader& reader);
   std::uint32_t barrier_round(std::uint32_t id, barrier_kind kind, const char* call);
   void push_diffs(message_writer& arrival);
-  void apply_pushed(message_reader& reader, std::vector<std::uint32_t>& still_mapped);
+  // Returns, per writer, the pages this process stops taking its pushes of.
+  std::vector<std::vector<std::uint32_t>> apply_pushed(message_reader& reader,
+                                                       std::vector<std::uint32_t>& still_mapped);
+  void stop_pushes(const std::vector<std::vector<std::uint32_t>>& unread);
+  void handle_push_stop(const incoming_request& request, message_reader& reader);
   bool listed_between(int writer, std::uint32_t page, std::uint32_t after,
                       std::uint32_t before) const;
 

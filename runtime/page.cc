@@ -270,7 +270,10 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
     }
   }
   fetch_diffs(batch, lock);
-  for (std::uint32_t fetched : batch) set_state(fetched, page_state::read_only);
+  for (std::uint32_t fetched : batch) {
+    set_state(fetched, page_state::read_only);
+    if (page_extra* entry = extras_.find(fetched)) entry->pushed_unread = false;
+  }
   protect_pages(batch, page_state::read_only);
 }
 

@@ -355,6 +355,54 @@ static void twins_kept(void) {
   finish("twins-kept");
 }
 
+/* A block read once and then only written (FFT's process 0 reads the other
+ * half of u in its first transpose only): the reader's copy, which a lock
+ * grant invalidates every round before the barrier pushes the writes, must
+ * stop being pushed.  Each process writes its block of 8 pages holding its
+ * own lock, then takes the next process's lock (whose grant carries at
+ * least the next block's notices) and meets the others at a barrier; every
+ * process reads every block in the first round only, and again after the
+ * last.  Over the last 10 rounds a process may apply the pushed diffs of
+ * the other blocks, the next one's excepted: pushing that one on made it 8
+ * a round more. */
+static void pushes_stop(void) {
+  const int block_pages = 8, rounds = 24, nprocs = (int)Tmk_nprocs;
+  long block = (long)block_pages * PAGE_WORDS; /* ints */
+  unsigned me = Tmk_proc_id, next = (Tmk_proc_id + 1) % Tmk_nprocs;
+  int round;
+  long i;
+  unsigned long applied_before = 0;
+  if (me == 0) {
+    /* Blocks on page boundaries: no page holds two processes' writes. */
+    char *bytes = Tmk_malloc((unsigned)(block * nprocs * sizeof(int) + Tmk_page_size));
+    shared_ints = (int *)(bytes + (Tmk_page_size - (uintptr_t)bytes % Tmk_page_size) % Tmk_page_size);
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (round = 0; round < rounds; round++) {
+    long lo = block * me;
+    if (round == rounds - 10) applied_before = Tmk_stat.diffs_applied;
+    Tmk_lock_acquire(10 + me);
+    Tmk_barrier(1); /* every process holds its lock before any asks for it */
+    for (i = 0; i < block; i++) shared_ints[lo + i] = round * 100003 + (int)(lo + i);
+    Tmk_lock_release(10 + me);
+    if (next != me) {
+      Tmk_lock_acquire(10 + next);
+      Tmk_lock_release(10 + next);
+    }
+    Tmk_barrier(2);
+    if (round == 0) check_blocks(block, round);
+  }
+  if (nprocs > 1) {
+    long applied = (long)(Tmk_stat.diffs_applied - applied_before);
+    long bound = 10L * block_pages * (nprocs - 2);
+    check(applied <= bound, "diffs applied in the last 10 rounds (at most)", applied, bound);
+  }
+  Tmk_barrier(3);
+  check_blocks(block, rounds - 1);
+  finish("pushes-stop");
+}
+
 /* Fresh shared memory that no process has written reads as zeros without
  * a message: every process reads all of a new array, and none fetches a
  * page or asks for diffs (Tmk_stat is brought up to date by the barrier
@@ -994,6 +1042,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "notices-once") == 0) notices_once();
   else if (strcmp(scenario, "fresh-zeros") == 0) fresh_zeros();
   else if (strcmp(scenario, "twins-kept") == 0) twins_kept();
+  else if (strcmp(scenario, "pushes-stop") == 0) pushes_stop();
   else if (strcmp(scenario, "conditions") == 0) conditions();
   else if (strcmp(scenario, "distribution") == 0) distribution();
   else if (strcmp(scenario, "allocation") == 0) allocation();
