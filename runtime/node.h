@@ -248,6 +248,13 @@ class node {
   std::uint32_t applied(std::uint32_t page, int writer);
   void clear_notices();
   void populate(const std::vector<std::uint32_t>& pages);
+  // Whole pages between buffers and the memfd, with one preadv or pwritev
+  // per run of consecutive pages: no access through the runtime view.
+  void read_through_file(std::span<const std::uint32_t> pages,
+                         std::span<std::byte* const> into) const;
+  void write_through_file(std::span<const std::uint32_t> pages,
+                          std::span<std::byte* const> from);
+  void mark_filled(std::span<const std::uint32_t> pages);
   void discard_pages(const std::vector<std::uint32_t>& pages);
   bool read_before(std::uint32_t page) const {
     return (read_bits_[page / 64] >> (page % 64)) & 1;
@@ -264,9 +271,17 @@ class node {
   void record_diff(std::uint32_t page, page_extra& extra, const std::byte* contents = nullptr);
   void drop_twin(page_extra& extra);
   void validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool first_read = false);
-  void fetch_whole_pages(const std::vector<std::uint32_t>& pages,
-                         std::unique_lock<std::mutex>& lock);
-  void fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock);
+  // Whole copies from process 0, brought up to date by fetch_diffs before
+  // they are written to the memfd.
+  struct staged_copies {
+    std::vector<std::byte> answer;     // holds them
+    std::vector<std::uint32_t> pages;  // ascending
+    std::vector<std::byte*> copies;
+  };
+  void fetch_whole_pages(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock,
+                         staged_copies& staged);
+  void fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock,
+                   staged_copies staged = {});
   void handle_diff_request(const incoming_request& request, message_reader& reader);
   void subscribe(std::uint32_t page, int process, bool faulted);
   void handle_page_request(const incoming_request& request, message_reader& reader);

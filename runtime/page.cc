@@ -10,6 +10,7 @@
 // page copy and one mprotect; sealing one diff pass and one mprotect.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -161,11 +162,17 @@ void node::make_writable(std::uint32_t page) {
   std::copy_if(batch.begin(), batch.end(), std::back_inserter(unfilled),
                [&](std::uint32_t opened) { return !filled(opened); });
   populate(unfilled);
+  // Their twins are read through the file: the runtime view has not met
+  // them (see move_runs).
+  std::vector<std::byte*> unfilled_twins;
   for (std::uint32_t opened : batch) {
     page_extra& entry = extra(opened);
     entry.twin = twins_.take();
     if (entry.twin == nullptr) job_.fatal("out of memory for a twin page");
-    memcpy(entry.twin, runtime_page(opened), page_size_);
+    if (std::binary_search(unfilled.begin(), unfilled.end(), opened))
+      unfilled_twins.push_back(entry.twin);
+    else
+      memcpy(entry.twin, runtime_page(opened), page_size_);
     entry.twin_start = time_[rank_] + 1;
     entry.speculative = opened != page;
     entry.idle_closes = 0;
@@ -175,6 +182,7 @@ void node::make_writable(std::uint32_t page) {
     written_bits_[opened / 64] |= std::uint64_t{1} << (opened % 64);
     set_state(opened, page_state::read_write);
   }
+  read_through_file(unfilled, unfilled_twins);
   counters_.twins.fetch_add(batch.size(), std::memory_order_relaxed);
   protect_pages(batch, page_state::read_write);
 }
@@ -256,6 +264,7 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
        (wanted == page_state::unfetched || sweep || read_before(next));
        ++next)
     batch.push_back(next);
+  staged_copies staged;
   if (wanted == page_state::unfetched) {
     // A page no interval of another process has listed was never written
     // where this process could see it (a write this process is ordered
@@ -264,12 +273,9 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
     std::vector<std::uint32_t> copies;
     std::copy_if(batch.begin(), batch.end(), std::back_inserter(copies),
                  [&](std::uint32_t next) { return noticed(next); });
-    if (!copies.empty()) {
-      populate(copies);  // one call makes the memory the copies land in
-      fetch_whole_pages(copies, lock);
-    }
+    if (!copies.empty()) fetch_whole_pages(copies, lock, staged);
   }
-  fetch_diffs(batch, lock);
+  fetch_diffs(batch, lock, std::move(staged));
   for (std::uint32_t fetched : batch) {
     set_state(fetched, page_state::read_only);
     if (page_extra* entry = extras_.find(fetched)) entry->pushed_unread = false;
@@ -281,7 +287,7 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
 // per run instead of one fault per page, before the copies land there.
 // Only an optimisation: without MADV_POPULATE_WRITE the copies fault.
 void node::populate(const std::vector<std::uint32_t>& pages) {
-  for (std::uint32_t page : pages) filled_bits_[page / 64] |= std::uint64_t{1} << (page % 64);
+  mark_filled(pages);
 #if defined(MADV_POPULATE_WRITE)
   std::size_t start = 0;
   for (std::size_t i = 1; i <= pages.size(); ++i) {
@@ -295,17 +301,74 @@ void node::populate(const std::vector<std::uint32_t>& pages) {
 #endif
 }
 
+void node::mark_filled(std::span<const std::uint32_t> pages) {
+  for (std::uint32_t page : pages) filled_bits_[page / 64] |= std::uint64_t{1} << (page % 64);
+}
+
+namespace {
+
+// Moves whole pages between buffers and a file, one preadv or pwritev per
+// run of consecutive pages; the part a short or failed call leaves (never
+// seen on a memfd) goes through the mapping instead.  Why through the
+// file: where a hypervisor shadows the page tables, as on the machine of
+// BENCHMARKS.md, the first access to a page through a mapping costs a
+// fault of 4-5 us, and making the page first 1.5 us more; a pwrite of 16
+// fresh pages costs 1.1-1.6 us a page and a pread 0.6-0.9 (the same
+// memcpy out of a mapping that is warm, 0.2).  A page fetched or served
+// whole is often never touched through the runtime view after (a page
+// only read): that fault is saved outright.  A page touched there later
+// pays it then, as it did before.
+template <bool to_file>
+void move_runs(int fd, std::size_t page_size, std::byte* mapping,
+               std::span<const std::uint32_t> pages, std::span<std::byte* const> buffers) {
+  constexpr std::size_t max_run = 64;
+  for (std::size_t start = 0; start < pages.size();) {
+    std::size_t end = start + 1;
+    while (end < pages.size() && end - start < max_run && pages[end] == pages[end - 1] + 1) ++end;
+    iovec parts[max_run];
+    for (std::size_t i = start; i < end; ++i) parts[i - start] = {buffers[i], page_size};
+    off_t offset = static_cast<off_t>(pages[start]) * static_cast<off_t>(page_size);
+    int count = static_cast<int>(end - start);
+    ssize_t done = to_file ? pwritev(fd, parts, count, offset) : preadv(fd, parts, count, offset);
+    std::size_t moved = done > 0 ? static_cast<std::size_t>(done) : 0;
+    for (std::size_t i = start; i < end; ++i) {
+      std::size_t begin = (i - start) * page_size;
+      if (moved >= begin + page_size) continue;
+      std::size_t skip = moved > begin ? moved - begin : 0;
+      std::byte* in_mapping = mapping + static_cast<std::size_t>(pages[i]) * page_size + skip;
+      if (to_file)
+        memcpy(in_mapping, buffers[i] + skip, page_size - skip);
+      else
+        memcpy(buffers[i] + skip, in_mapping, page_size - skip);
+    }
+    start = end;
+  }
+}
+
+}  // namespace
+
+void node::read_through_file(std::span<const std::uint32_t> pages,
+                             std::span<std::byte* const> into) const {
+  move_runs<false>(memfd_, page_size_, runtime_view_, pages, into);
+}
+
+void node::write_through_file(std::span<const std::uint32_t> pages,
+                              std::span<std::byte* const> from) {
+  move_runs<true>(memfd_, page_size_, runtime_view_, pages, from);
+  mark_filled(pages);
+}
+
 // Pages never seen here: process 0's copies, with how far each copy has
 // applied each writer's diffs.
 void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
-                             std::unique_lock<std::mutex>& lock) {
+                             std::unique_lock<std::mutex>& lock, staged_copies& staged) {
   message_writer request(message_type::page_request);
   request.put_words(pages);
   std::string what = "fetching page " + std::to_string(pages.front()) + " from process 0";
   lock.unlock();
-  std::vector<std::byte> answer = await(send_request(0, request, what), what);
+  staged.answer = await(send_request(0, request, what), what);
   lock.lock();
-  message_reader reader(answer);
+  message_reader reader(staged.answer);
   if (reader.type() != message_type::page_reply) protocol_failure("malformed page reply");
   for (std::uint32_t page : pages) {
     std::uint8_t served = reader.take<std::uint8_t>();
@@ -316,7 +379,10 @@ void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
     if (!reader.ok() || served == 0 || served > 2 ||
         (served == 1 && contents.size() != page_size_) || count > static_cast<std::uint32_t>(nprocs_))
       protocol_failure("malformed page from process 0");
-    if (served == 1) memcpy(runtime_page(page), contents.data(), page_size_);
+    if (served == 1) {
+      staged.pages.push_back(page);
+      staged.copies.push_back(staged.answer.data() + (contents.data() - staged.answer.data()));
+    }
     page_extra& entry = extra(page);
     for (std::uint32_t i = 0; i < count; ++i) {
       std::int32_t writer = reader.take<std::int32_t>();
@@ -337,7 +403,8 @@ void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
 // the diffs these pages lack, and applies them in happens-before order:
 // each range at the place of its first interval (the sum of that
 // interval's vector time orders it consistently with happens-before).
-void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock) {
+void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock,
+                       staged_copies staged) {
   struct wanted {
     std::uint32_t page;
     std::uint32_t from;  // exclusive
@@ -355,7 +422,11 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
       if (asks[writer].empty()) writers.push_back(writer);
       asks[writer].push_back({page, done, newest});
     }
-  if (writers.empty()) return;
+  if (writers.empty()) {
+    // A page served as all zeros stays a hole here until a diff lands on it.
+    write_through_file(staged.pages, staged.copies);
+    return;
+  }
 
   std::string what = "fetching diffs of page " + std::to_string(pages.front());
   lock.unlock();
@@ -411,16 +482,35 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
     if (a.page != b.page) return a.page < b.page;
     return a.order != b.order ? a.order < b.order : a.writer < b.writer;
   });
-  // Memory not made here yet (process 0's pages start as holes of the
-  // memfd) is made first, one call per run: applying diffs to 16 such
-  // pages took 320-590 us in FFT, faulting them in one at a time, against
-  // 120-230 us.
-  std::vector<std::uint32_t> unfilled;
+  // Pages not met through the runtime view yet (memory never made here:
+  // process 0's pages start as holes of the memfd; or a copy just written
+  // through the file) are assembled apart and written through the file
+  // (see move_runs).  Applying diffs to 16 holes in place took 320-590 us
+  // in FFT, faulting them in one at a time; making their memory first in
+  // one call, 120-230 us.
+  std::vector<std::uint32_t> unmade;
   for (const auto& diff : diffs)
-    if (!filled(diff.page) && (unfilled.empty() || unfilled.back() != diff.page))
-      unfilled.push_back(diff.page);
-  if (!unfilled.empty()) populate(unfilled);
-  for (const auto& diff : diffs) diff_apply(runtime_page(diff.page), page_size_, diff.bytes);
+    if (!filled(diff.page) && (unmade.empty() || unmade.back() != diff.page) &&
+        !std::binary_search(staged.pages.begin(), staged.pages.end(), diff.page))
+      unmade.push_back(diff.page);
+  auto scratch = std::make_unique_for_overwrite<std::byte[]>(unmade.size() * page_size_);
+  std::vector<std::byte*> unmade_copies(unmade.size());
+  for (std::size_t i = 0; i < unmade.size(); ++i) unmade_copies[i] = scratch.get() + i * page_size_;
+  read_through_file(unmade, unmade_copies);
+  // Every page assembled apart, ascending: the staged copies and those.
+  std::vector<std::uint32_t> apart;
+  std::vector<std::byte*> apart_copies;
+  for (std::size_t s = 0, u = 0; s < staged.pages.size() || u < unmade.size();) {
+    bool staged_next = u == unmade.size() || (s < staged.pages.size() && staged.pages[s] < unmade[u]);
+    apart.push_back(staged_next ? staged.pages[s] : unmade[u]);
+    apart_copies.push_back(staged_next ? staged.copies[s++] : unmade_copies[u++]);
+  }
+  for (const auto& diff : diffs) {
+    auto at = std::lower_bound(apart.begin(), apart.end(), diff.page);
+    bool is_apart = at != apart.end() && *at == diff.page;
+    diff_apply(is_apart ? apart_copies[at - apart.begin()] : runtime_page(diff.page), page_size_, diff.bytes);
+  }
+  write_through_file(apart, apart_copies);
   counters_.diffs_applied.fetch_add(diffs.size(), std::memory_order_relaxed);
 }
 
@@ -501,6 +591,11 @@ void node::handle_page_request(const incoming_request& request, message_reader& 
   if (!reader.get_words(pages, 1024) || pages.empty() || rank_ != 0)
     return reject(request, "malformed page request");
   message_writer answer(message_type::page_reply);
+  answer.buffer().reserve(1 + pages.size() * (page_size_ + 24 + 8 * static_cast<std::size_t>(nprocs_)));
+  // Copies read through the file (see move_runs), into their places in
+  // the answer once it is whole.
+  std::vector<std::uint32_t> read;
+  std::vector<std::size_t> places;
   {
     std::lock_guard lock(mutex_);
     for (std::uint32_t page : pages)
@@ -520,11 +615,17 @@ void node::handle_page_request(const incoming_request& request, message_reader& 
         contents = found->twin;
         own_version = found->twin_start - 1;
       }
-      if (contents == runtime_page(page) && never_written(page)) {
+      if (contents != runtime_page(page)) {
+        answer.put<std::uint8_t>(1);
+        answer.put_bytes({contents, page_size_});
+      } else if (never_written(page)) {
         answer.put<std::uint8_t>(2);  // all zeros: nothing to copy
       } else {
         answer.put<std::uint8_t>(1);
-        answer.put_bytes({contents, page_size_});
+        answer.put<std::uint32_t>(static_cast<std::uint32_t>(page_size_));
+        read.push_back(page);
+        places.push_back(answer.size());
+        answer.reserve(page_size_);
       }
       std::uint32_t count = 1;
       if (found != nullptr) count += static_cast<std::uint32_t>(found->writers.size());
@@ -537,6 +638,9 @@ void node::handle_page_request(const incoming_request& request, message_reader& 
           answer.put<std::uint32_t>(progress.applied);
         }
     }
+    std::vector<std::byte*> into(read.size());
+    for (std::size_t i = 0; i < read.size(); ++i) into[i] = answer.buffer().data() + places[i];
+    read_through_file(read, into);
   }
   reply(request.token(), answer);
 }

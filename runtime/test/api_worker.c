@@ -403,6 +403,52 @@ static void pushes_stop(void) {
   finish("pushes-stop");
 }
 
+/* Pages first read by a process that never saw them, after others wrote
+ * them: the last process reads three page-aligned blocks of 16 pages at the
+ * end.  Process 0 wrote every word w of block A with w % n == 0, so A comes
+ * whole from process 0; processes 1 to n-2 then wrote the words w % n == k
+ * of blocks A and B, so both need their diffs as well (B a copy process 0
+ * never wrote, served as zeros); nobody wrote block C.  Every process checks
+ * every word of all three, the reader first, with the others waiting. */
+static int whole_and_diffs_value(long word, long nprocs, int block) {
+  long writer = word % nprocs;
+  if (writer == nprocs - 1 && nprocs > 1) return 0;
+  if (block == 2 || (block == 1 && writer == 0)) return 0;
+  return (int)(word * 7 + block + 1);
+}
+
+static void whole_and_diffs(void) {
+  const long block_words = 16L * PAGE_WORDS, nprocs = (long)Tmk_nprocs;
+  long me = (long)Tmk_proc_id, word;
+  int block, pass;
+  if (me == 0) {
+    char *bytes = Tmk_malloc((unsigned)(3 * block_words * sizeof(int) + Tmk_page_size));
+    shared_ints = (int *)(bytes + (Tmk_page_size - (uintptr_t)bytes % Tmk_page_size) % Tmk_page_size);
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  if (me == 0)
+    for (word = 0; word < block_words; word += nprocs) shared_ints[word] = whole_and_diffs_value(word, nprocs, 0);
+  Tmk_barrier(1);
+  if (me > 0 && me < nprocs - 1)
+    for (block = 0; block < 2; block++)
+      for (word = me; word < block_words; word += nprocs)
+        shared_ints[block * block_words + word] = whole_and_diffs_value(word, nprocs, block);
+  Tmk_barrier(2);
+  for (pass = 0; pass < 2; pass++) {
+    if ((pass == 0) == (me == nprocs - 1))
+      for (block = 0; block < 3; block++)
+        for (word = 0; word < block_words; word++) {
+          int expected = whole_and_diffs_value(word, nprocs, block);
+          if (shared_ints[block * block_words + word] != expected)
+            check(0, block == 0 ? "a word of block A" : block == 1 ? "a word of block B" : "a word of block C",
+                  shared_ints[block * block_words + word], expected);
+        }
+    Tmk_barrier(3);
+  }
+  finish("whole-and-diffs");
+}
+
 /* Fresh shared memory that no process has written reads as zeros without
  * a message: every process reads all of a new array, and none fetches a
  * page or asks for diffs (Tmk_stat is brought up to date by the barrier
@@ -1041,6 +1087,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "boundary-rows") == 0) boundary_rows();
   else if (strcmp(scenario, "notices-once") == 0) notices_once();
   else if (strcmp(scenario, "fresh-zeros") == 0) fresh_zeros();
+  else if (strcmp(scenario, "whole-and-diffs") == 0) whole_and_diffs();
   else if (strcmp(scenario, "twins-kept") == 0) twins_kept();
   else if (strcmp(scenario, "pushes-stop") == 0) pushes_stop();
   else if (strcmp(scenario, "conditions") == 0) conditions();
