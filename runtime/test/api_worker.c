@@ -274,6 +274,17 @@ static void check_blocks(long block, int round) {
           shared_ints[i], round * 100003 + (int)i);
 }
 
+/* shared_ints: count ints from a page boundary, allocated by process 0
+ * and known to every process after barrier 0. */
+static void allocate_page_aligned_ints(long count) {
+  if (Tmk_proc_id == 0) {
+    char *bytes = Tmk_malloc((unsigned)(count * sizeof(int) + Tmk_page_size));
+    shared_ints = (int *)(bytes + (Tmk_page_size - (uintptr_t)bytes % Tmk_page_size) % Tmk_page_size);
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+}
+
 /* FFT's pattern in small: each process rewrites its block of pages once a
  * round, every process reads every block, and then each takes a lock in
  * turn to add to a counter.  A page is announced (a write notice) by the
@@ -372,13 +383,8 @@ static void pushes_stop(void) {
   int round;
   long i;
   unsigned long applied_before = 0;
-  if (me == 0) {
-    /* Blocks on page boundaries: no page holds two processes' writes. */
-    char *bytes = Tmk_malloc((unsigned)(block * nprocs * sizeof(int) + Tmk_page_size));
-    shared_ints = (int *)(bytes + (Tmk_page_size - (uintptr_t)bytes % Tmk_page_size) % Tmk_page_size);
-    Tmk_distribute(&shared_ints, sizeof shared_ints);
-  }
-  Tmk_barrier(0);
+  /* Blocks on page boundaries: no page holds two processes' writes. */
+  allocate_page_aligned_ints(block * nprocs);
   for (round = 0; round < rounds; round++) {
     long lo = block * me;
     if (round == rounds - 10) applied_before = Tmk_stat.diffs_applied;
@@ -421,12 +427,7 @@ static void whole_and_diffs(void) {
   const long block_words = 16L * PAGE_WORDS, nprocs = (long)Tmk_nprocs;
   long me = (long)Tmk_proc_id, word;
   int block, pass;
-  if (me == 0) {
-    char *bytes = Tmk_malloc((unsigned)(3 * block_words * sizeof(int) + Tmk_page_size));
-    shared_ints = (int *)(bytes + (Tmk_page_size - (uintptr_t)bytes % Tmk_page_size) % Tmk_page_size);
-    Tmk_distribute(&shared_ints, sizeof shared_ints);
-  }
-  Tmk_barrier(0);
+  allocate_page_aligned_ints(3 * block_words);
   if (me == 0)
     for (word = 0; word < block_words; word += nprocs) shared_ints[word] = whole_and_diffs_value(word, nprocs, 0);
   Tmk_barrier(1);
