@@ -10,6 +10,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -87,12 +88,26 @@ transport::~transport() {
   stop();
   if (wake_fd_ >= 0) close(wake_fd_);
   if (caller_wake_fd_ >= 0) close(caller_wake_fd_);
+  if (service_epoll_ >= 0) close(service_epoll_);
 }
 
 bool transport::serving_requests() { return serving_flag; }
 
 status transport::start(request_handler handler) {
   if (service_.joinable()) return status(status_code::invalid_argument, "already started");
+  if (service_epoll_ < 0) {
+    service_epoll_ = epoll_create1(EPOLL_CLOEXEC);
+    if (service_epoll_ < 0) return errno_status("epoll_create1");
+    epoll_event wake{};
+    wake.events = EPOLLIN;
+    wake.data.fd = wake_fd_;
+    epoll_event request{};
+    request.events = EPOLLIN | EPOLLONESHOT;
+    request.data.fd = event_fd(channel::request);
+    if (epoll_ctl(service_epoll_, EPOLL_CTL_ADD, wake_fd_, &wake) != 0 ||
+        epoll_ctl(service_epoll_, EPOLL_CTL_ADD, request.data.fd, &request) != 0)
+      return errno_status("epoll_ctl");
+  }
   handler_ = std::move(handler);
   service_ = std::thread([this] {
     service_loop();
@@ -150,16 +165,29 @@ void transport::service_loop() {
                        !caller_woken_.load(std::memory_order_relaxed);
     if (clock_type::now() - last_activity < (caller_free ? idle_window : busy_window)) continue;
     if (!arm(channel::request)) continue;
-    // Asleep, the thread lets go of the request channel: a waiting caller
-    // may serve it meanwhile (and leaves it armed, or this poll wakes).
+    // Asleep, the thread lets go of the request channel: a caller spinning
+    // in a wait may take it meanwhile and serve what comes.
+    listen_for_requests(true);
     serving_flag = false;
     own.unlock();
-    pollfd fds[2] = {{event_fd(channel::request), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    int ready = poll(fds, 2, 1000);
-    own.lock();
+    int ready;
+    while (true) {
+      epoll_event events[2];
+      ready = epoll_wait(service_epoll_, events, 2, 1000);
+      if ((ready < 0 && errno != EINTR) || stopping_.load() || own.try_lock()) break;
+      // Woken for a request that the caller holding the channel serves:
+      // back to sleep, deaf to the channel (epoll reported it once).  The
+      // handshake with hand_back: this thread marks itself deaf, then tries
+      // the lock again; the caller lets go of it, then looks at the mark.
+      service_deaf_.store(true);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (own.try_lock()) break;
+    }
+    if (!own.owns_lock()) own.lock();
+    service_deaf_.store(false);
     serving_flag = true;
     if (ready < 0 && errno != EINTR) {
-      TMK_LOG(error, "service thread: poll: %s", strerror(errno));
+      TMK_LOG(error, "service thread: epoll_wait: %s", strerror(errno));
       break;
     }
     service_wakeups_.fetch_add(1, std::memory_order_relaxed);
@@ -516,6 +544,63 @@ void transport::interrupt_wait() {
   }
 }
 
+bool transport::serve_while_waiting(channel_hold& hold) {
+  if (config_.notify == notify_mode::poll || !service_.joinable()) return false;
+  if (!hold.own.owns_lock()) {
+    if (!hold.own.try_lock()) return false;
+    if (mute_on_hold_) listen_for_requests(false);
+    hold.muted = mute_on_hold_;
+  }
+  serving_scope serving;
+  if (progress(channel::request) == 0) return false;
+  while (progress(channel::request) != 0) {
+  }
+  hold.served = true;
+  return true;
+}
+
+// The channel is still armed from the service thread's last sleep, and
+// listened to unless muted, if no request came.  If one came, it is armed
+// again (pending events mean more to serve first, and a reply still going
+// out may be waiting for this thread's own reply channel to drain it) and
+// listened to (the wake-up of a service thread not muted ended the
+// listening).  A request that came after this thread's last look makes the
+// event fd ready, and the service thread wakes for it once it listens.  If
+// the lock is taken after this thread let go, the service thread has it,
+// awake.
+void transport::hand_back(channel_hold& hold) {
+  if (!hold.own.owns_lock()) return;
+  mute_on_hold_ = hold.served && core_per_process_;
+  while (true) {
+    bool deaf = service_deaf_.load();
+    if (hold.served || deaf) {
+      serving_scope serving;
+      // A send to a lost process may never finish: the job is ending then.
+      while (!arm(channel::request) && !job_.failed()) {
+        progress(channel::request);
+        progress(channel::reply);
+      }
+    }
+    service_deaf_.store(false);
+    if (hold.muted || hold.served || deaf) listen_for_requests(true);
+    hold.muted = hold.served = false;
+    hold.own.unlock();
+    // The service thread may have woken (before the listening stopped, or
+    // for a request that came after the last look) and gone deaf while this
+    // thread held the lock.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!service_deaf_.load() || !hold.own.try_lock()) return;
+  }
+}
+
+void transport::listen_for_requests(bool listen) {
+  epoll_event request{};
+  request.events = listen ? EPOLLIN | EPOLLONESHOT : 0;
+  request.data.fd = event_fd(channel::request);
+  if (epoll_ctl(service_epoll_, EPOLL_CTL_MOD, request.data.fd, &request) != 0)
+    TMK_LOG(error, "epoll_ctl on the service thread's sleep: %s", strerror(errno));
+}
+
 // Spin on the reply channel for TMK_WAIT_SPIN_US, then block on its event
 // fd and the job's failure fd.  A reply from a process that is itself
 // waiting comes within a few microseconds; one from a process still
@@ -526,25 +611,6 @@ void transport::interrupt_wait() {
 // against 20 us (medians of 7, 2 processes), Jacobi took 0.302 and 0.313 s
 // against 0.327 and 0.324, TSP 0.511 and 0.506 against 0.540 and 0.516;
 // SOR and FFT did not change.
-bool transport::serve_while_waiting() {
-  if (config_.notify == notify_mode::poll || !service_.joinable()) return false;
-  std::unique_lock own(request_lock_, std::try_to_lock);
-  if (!own.owns_lock()) return false;
-  serving_scope serving;
-  if (progress(channel::request) == 0) return false;  // still armed: nothing happened
-  while (progress(channel::request) != 0) {
-  }
-  // Leave the channel armed so that the sleeping service thread wakes for
-  // what comes next; pending events mean more to serve first, and a reply
-  // still going out may be waiting for this thread's own reply channel to
-  // drain it.
-  while (!arm(channel::request)) {
-    progress(channel::request);
-    progress(channel::reply);
-  }
-  return true;
-}
-
 status transport::wait_until_done(std::span<const request_id> ids, bool interruptible) {
   auto all_done = [&] {
     for (request_id id : ids)
@@ -570,19 +636,27 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
   // took 390-575 us of the replier's CPU in one ucp_am_send_nbx, 250-300
   // us with this spin (the number of wake-up signals, counted with
   // strace, stayed the same, so where UCX spends the rest is not known).
+  // The request channel while this thread spins and the service thread
+  // sleeps.
+  struct hold_scope {
+    transport& self;
+    channel_hold hold;
+    ~hold_scope() { self.hand_back(hold); }
+  } holding{*this, {std::unique_lock(request_lock_, std::defer_lock)}};
   while (true) {
     auto spin_until = clock_type::now() + spin_window;
     for (unsigned round = 1;; ++round) {
       progress(channel::reply);
       if (all_done()) return status::ok();
       if (interrupted()) return status(status_code::interrupted, "interrupted");
-      if ((round & 3) == 0 && serve_while_waiting()) {
+      if ((round & 3) == 0 && serve_while_waiting(holding.hold)) {
         spin_until = clock_type::now() + spin_window;
         continue;
       }
       if (job_.failed()) return job_.failure();
       if ((round & 15) == 0 && clock_type::now() >= spin_until) break;
     }
+    hand_back(holding.hold);
     asleep_scope asleep(*this);
     while (!arm(channel::reply)) {
       progress(channel::reply);

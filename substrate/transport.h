@@ -20,7 +20,11 @@
 // wait takes it and serves the requests that arrive, so that a request to a
 // process whose caller is waiting is answered without waking a thread.  On
 // a host with as many processes as cores this keeps a barrier or a lock
-// hand-off from paying a thread wake-up.
+// hand-off from paying a thread wake-up.  The service thread sleeps in
+// epoll, listening to the channel's event fd one-shot: a caller that takes
+// the channel may stop that listening, so that what arrives during its
+// wait wakes nobody (a woken thread takes a core from a spinning process),
+// and restores it when it lets go.
 //
 // Messages between two processes may be handled in a different order than
 // they were sent (a rendezvous message is handled when its data is in; the
@@ -260,9 +264,26 @@ class transport {
     counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
   }
 
-  // Serves requests from the calling thread if the service thread is
-  // asleep (the request channel is free); true if it handled any.
-  bool serve_while_waiting();
+  // A caller spinning in a wait takes the request channel while the
+  // service thread sleeps, serves the requests that come and holds it until
+  // it stops spinning (see wait_until_done).
+  struct channel_hold {
+    std::unique_lock<std::mutex> own;
+    bool muted = false;   // the service thread does not listen to the channel
+    bool served = false;  // events handled since the service thread armed the channel
+  };
+  // Takes the channel if it is free and serves what has come; true if it
+  // handled any.  Taking it, the caller mutes the service thread (stops its
+  // sleep listening to the channel), so that a request that comes wakes
+  // nobody, if its last wait served a request and it has a core of its
+  // own (mute_on_hold_): muting and listening again cost two system calls,
+  // wasted in a wait that gets no request.
+  bool serve_while_waiting(channel_hold& hold);
+  // Lets go of the channel, armed, the service thread listening to it.
+  void hand_back(channel_hold& hold);
+  // Whether the service thread's sleep listens to the request channel's
+  // event fd (once: epoll's one-shot mode) besides wake_fd_.
+  void listen_for_requests(bool listen);
 
   request_handler handler_;
   std::thread service_;
@@ -280,6 +301,14 @@ class transport {
   // process's core is its own to spin on.
   bool core_per_process_ = true;
   int wake_fd_ = -1;
+  // Where the service thread sleeps: wake_fd_ and, one-shot, the request
+  // channel's event fd.
+  int service_epoll_ = -1;
+  bool mute_on_hold_ = false;  // calling thread only
+  // The service thread woke for a request while a spinning caller held the
+  // channel (before the caller stopped its listening), and sleeps again:
+  // the caller arms the channel when it lets go (hand_back).
+  std::atomic<bool> service_deaf_{false};
   // Wakes the caller blocked in a wait when a reply was made here.
   int caller_wake_fd_ = -1;
   std::vector<pending_reply> pending_;

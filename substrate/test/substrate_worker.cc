@@ -77,6 +77,8 @@ struct worker {
     queries.erase(query);
   }
   std::atomic<int> deferred_count{0};
+  std::atomic<int> echoes_served{0};
+  int deferred_answered = 0;  // compute thread only
   std::atomic<int> go_count{0};
   int failures = 0;
 
@@ -115,6 +117,7 @@ struct worker {
     byte_span body = incoming.payload.subspan(sizeof header);
     switch (header.code) {
       case op_echo: {
+        echoes_served.fetch_add(1);
         std::vector<std::byte> out(body.size());
         for (std::size_t i = 0; i < body.size(); ++i) out[i] = body[i] ^ std::byte{0x5a};
         op_header answer{op_echo, rank, incoming.sender, 0};
@@ -363,7 +366,8 @@ struct worker {
   // From the compute thread, once a deferred request has come (and, with
   // after_go, its sender's go): answers it.
   void answer_deferred(bool after_go) {
-    while (deferred_count.load() < 1 || (after_go && go_count.load() < 1)) {
+    while (deferred_count.load() <= deferred_answered ||
+           (after_go && go_count.load() <= deferred_answered)) {
       if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting for a deferred request");
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
@@ -373,6 +377,7 @@ struct worker {
       token = deferred.front();
       deferred.pop_front();
     }
+    ++deferred_answered;
     op_header answer{op_defer, rank, 0, 0};
     status sent = link->reply(token, {as_bytes_of(answer)});
     if (!sent) the_job->fatal("deferred reply: " + sent.message());
@@ -415,6 +420,58 @@ struct worker {
     op_header got{};
     if (reply.size() == sizeof got) memcpy(&got, reply.data(), sizeof got);
     if (got.code != op_defer || got.a != target) fail("deferred reply from %d, expected %d", got.a, target);
+  }
+
+  // A caller spinning in a wait serves the requests that come itself while
+  // its service thread sleeps, and hands the request channel back when the
+  // wait ends.  Each round, process 0 waits for a reply from process 1
+  // while nothing comes to it, then for a reply that process 1 defers
+  // until its own request to process 0 has been answered during that wait
+  // (the two waits alternate the ways the channel is handed back).  Then
+  // it computes, outside the substrate, and tells every other process to
+  // send it a request: its service thread must answer them at once.  One
+  // left deaf to the channel would answer only when its one-second safety
+  // timeout expires.
+  void hand_back(int rounds) {
+    if (size == 1) return;
+    op_header echo{op_echo, 0, 0, 0};
+    auto await_count = [&](const std::atomic<int>& counter, int above, const char* what) {
+      while (counter.load() <= above) {
+        if (the_job->failed()) the_job->fatal_lost(the_job->failure(), what);
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    };
+    for (int round = 0; round < rounds; ++round) {
+      if (rank == 0) {
+        wait(request(1, {as_bytes_of(echo)}, "echo"), "echo");
+        op_header defer{op_defer, rank, 0, 0};
+        wait(request(1, {as_bytes_of(defer)}, "defer"), "deferred reply");
+        op_header go{op_go, 0, 0, 0};
+        for (int peer = 1; peer < size; ++peer) {
+          status sent = link->send_one_way(peer, {as_bytes_of(go)});
+          if (sent) sent = link->flush();
+          if (!sent) the_job->fatal("go: " + sent.message());
+        }
+        // Process 1 sends two echoes a round, every other process one.
+        int target = size * (round + 1);
+        auto start = std::chrono::steady_clock::now();
+        while (echoes_served.load() < target) {
+          if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "computing");
+          if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(500)) {
+            fail("round %d: requests to a computing process unanswered after 500 ms", round);
+            return;
+          }
+        }
+      } else {
+        if (rank == 1) {
+          await_count(deferred_count, deferred_answered, "waiting for a deferred request");
+          wait(request(0, {as_bytes_of(echo)}, "echo"), "echo during process 0's wait");
+          answer_deferred(false);
+        }
+        await_count(go_count, round, "waiting for a go");
+        wait(request(0, {as_bytes_of(echo)}, "echo"), "echo while process 0 computes");
+      }
+    }
   }
 
   // The last process dies while every other waits on it.
@@ -490,6 +547,7 @@ int main(int argc, char** argv) {
   else if (scenario == "stream") self.stream(count);
   else if (scenario == "deferred") self.deferred_replies();
   else if (scenario == "interrupted") self.interrupted_waits();
+  else if (scenario == "hand-back") self.hand_back(20);
   else if (scenario == "killed") self.killed();
   else if (scenario == "too-large") self.too_large();
   else self.the_job->fatal("unknown scenario " + scenario);

@@ -64,14 +64,16 @@ std::string scenario_name(const ::testing::TestParamInfo<scenario_parameters>& i
 
 INSTANTIATE_TEST_SUITE_P(
     interrupt, transport_scenario,
-    ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted"),
+    ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted",
+                                         "hand-back"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values(0, 1, 2),
                        ::testing::Values("interrupt")),
     scenario_name);
 
 INSTANTIATE_TEST_SUITE_P(
     poll, transport_scenario,
-    ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted"),
+    ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted",
+                                         "hand-back"),
                        ::testing::Values(2, 3), ::testing::Values(0, 1, 2),
                        ::testing::Values("poll")),
     scenario_name);
