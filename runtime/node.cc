@@ -190,14 +190,16 @@ void node::install_fault_handler() {
 // thread (which holds no lock here), with no message: process 0 arriving
 // at a barrier or a lock's manager taking its own lock would otherwise go
 // through the substrate's loopback and wake its own service thread.
-request_id node::send_request(int peer, const message_writer& message, const std::string& what) {
+request_id node::send_request(int peer, const message_writer& message, const std::string& what,
+                              bool to_caller) {
   if (peer == rank_ && !transport::serving_requests()) {
     auto id = link_->expect_reply_here();
     if (!id) job_.fatal(what + ": " + id.error().message());
     handle_request(incoming_request{rank_, rank_, *id, false, message.bytes()});
     return *id;
   }
-  auto id = link_->send_request(peer, {message.bytes()});
+  auto id = to_caller && peer != rank_ ? link_->send_request_to_caller(peer, {message.bytes()})
+                                        : link_->send_request(peer, {message.bytes()});
   if (!id) {
     if (id.error().code() == status_code::peer_lost) job_.fatal_lost(id.error(), what);
     job_.fatal(what + ": " + id.error().message());

@@ -213,8 +213,10 @@ class node {
   void install_fault_handler();
 
   // Waiting for replies: a lost peer or a failed send stops the job with
-  // what this process was doing.
-  request_id send_request(int peer, const message_writer& message, const std::string& what);
+  // what this process was doing.  to_caller: the peer's calling thread
+  // handles the request when it next waits (transport::send_request_to_caller).
+  request_id send_request(int peer, const message_writer& message, const std::string& what,
+                          bool to_caller = false);
   std::vector<std::byte> await(request_id id, const std::string& what);
   void await_all(std::span<const request_id> ids, std::span<std::vector<std::byte>> replies,
                  const std::string& what);

@@ -232,6 +232,22 @@ void transport::release_pending(pending_reply& slot) {
 
 std::vector<std::byte>* transport::reply_destination(const wire_header& header,
                                                      std::size_t length) {
+  if (header.kind == message_kind::caller_request) {
+    if (header.origin != header.sender || header.origin < 0 || header.origin >= size_ ||
+        header.origin == rank_) {
+      TMK_LOG(warn, "dropped a malformed request for the caller (origin %d, sender %d)",
+              header.origin, header.sender);
+      return nullptr;
+    }
+    caller_request& entry = caller_requests_.emplace_back();
+    entry.header = header;
+    if (!spare_payloads_.empty()) {
+      entry.payload.swap(spare_payloads_.back());
+      spare_payloads_.pop_back();
+    }
+    entry.payload.resize(length);
+    return &entry.payload;
+  }
   if (header.kind == message_kind::warm_up_reply && header.sequence == 0)
     return nullptr;  // warm_up()'s opening of a reply channel: answers nothing
   pending_reply* slot = find_pending(header.sequence);
@@ -246,6 +262,17 @@ std::vector<std::byte>* transport::reply_destination(const wire_header& header,
 }
 
 void transport::reply_complete(const wire_header& header) {
+  if (header.kind == message_kind::caller_request) {
+    for (caller_request& entry : caller_requests_)
+      if (!entry.done && entry.header.sender == header.sender &&
+          entry.header.sequence == header.sequence) {
+        entry.done = true;
+        count(caller_counters_.messages_received, 1);
+        count(caller_counters_.bytes_received, entry.payload.size() + sizeof(wire_header));
+        break;
+      }
+    return;
+  }
   pending_reply* slot = find_pending(header.sequence);
   if (slot == nullptr) return;
   slot->done.store(true, std::memory_order_release);
@@ -379,6 +406,44 @@ status transport::warm_up() {
   }
   status done = await_asked();
   if (!done) return done;
+  // The receive buffers of every other process's channels, from each of
+  // this process's (a sender's channel maps a receiver's buffers apart from
+  // its other channel): a round per process, each process sending to a
+  // different one in each round, so that the messages to a channel come
+  // from one sender at a time and fill its buffers in turn, with a quarter
+  // more for rounds that overlap.  This process's reply channel fills the
+  // peer's reply channel (fillers that answer nothing) and request channel
+  // (requests); the peer's request channel answers into this process's
+  // reply channel and passes half the requests back to its request
+  // channel.  Its request channel fills the peer's channels in the peer's
+  // round.
+  receive_ring ring = receive_ring_shape();
+  std::size_t ring_bytes = std::min(ring.message_bytes, largest);
+  if (ring.depth > 0 && ring_bytes >= warm_up_ask_bytes) {
+    std::size_t count = ring.depth + ring.depth / 4;
+    for (int step = 1; step < size_; ++step) {
+      int peer = (rank_ + step) % size_;
+      for (std::size_t i = 0; i < count; ++i) {
+        status filled = send(channel::reply, peer, channel::reply, message_kind::warm_up_reply,
+                             peer, 0, {byte_span{message.data(), ring_bytes}});
+        if (!filled) return filled;
+      }
+      for (std::size_t i = 0; i < 2 * count; ++i) {
+        bool passed = i % 2 == 1;
+        auto id = ask(peer, passed ? 0 : ring_bytes, passed ? rank_ : -1, ring_bytes);
+        if (!id) return id.error();
+        ids.push_back(*id);
+        if (ids.size() >= warm_up_batch) {
+          done = await_asked();
+          if (!done) return done;
+        }
+      }
+      done = await_asked();
+      if (!done) return done;
+    }
+    done = flush_channel(channel::reply);
+    if (!done) return done;
+  }
   // The next process: requests and replies of every size, doubling.
   int next = (rank_ + 1) % size_;
   for (std::size_t bytes = 64;; bytes = std::min(bytes * 2, largest)) {
@@ -424,10 +489,18 @@ result<request_id> transport::send_request(int peer, parts payload) {
   return send_request(message_kind::request, peer, payload);
 }
 
+result<request_id> transport::send_request_to_caller(int peer, parts payload) {
+  if (peer == rank_)
+    return status(status_code::invalid_argument,
+                  "a request to this process's own caller: it hands it to its handler itself");
+  return send_request(message_kind::caller_request, peer, payload);
+}
+
 result<request_id> transport::send_request(message_kind kind, int peer, parts payload) {
   auto id = take_slot();
   if (!id) return id;
-  status sent = send(channel::reply, peer, channel::request, kind, rank_, *id, payload);
+  channel to = kind == message_kind::caller_request ? channel::reply : channel::request;
+  status sent = send(channel::reply, peer, to, kind, rank_, *id, payload);
   if (!sent) {
     release_pending(*find_pending(*id));
     return sent;
@@ -544,6 +617,26 @@ void transport::interrupt_wait() {
   }
 }
 
+// The handler may send and wait for its sends to leave: that progress of
+// the reply channel only queues what comes, the entry being handled is out
+// of the queue already.
+bool transport::serve_caller_requests() {
+  if (!handler_) return false;  // kept until start() gives a handler
+  bool served = false;
+  while (!caller_requests_.empty() && caller_requests_.front().done) {
+    caller_request entry = std::move(caller_requests_.front());
+    caller_requests_.pop_front();
+    causal_acquire();
+    handler_(incoming_request{entry.header.origin, entry.header.sender, entry.header.sequence,
+                              false, entry.payload});
+    causal_release();
+    entry.payload.clear();
+    spare_payloads_.push_back(std::move(entry.payload));
+    served = true;
+  }
+  return served;
+}
+
 bool transport::serve_while_waiting(channel_hold& hold) {
   if (config_.notify == notify_mode::poll || !service_.joinable()) return false;
   if (!hold.own.owns_lock()) {
@@ -647,6 +740,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
     auto spin_until = clock_type::now() + spin_window;
     for (unsigned round = 1;; ++round) {
       progress(channel::reply);
+      if (serve_caller_requests()) spin_until = clock_type::now() + spin_window;
       if (all_done()) return status::ok();
       if (interrupted()) return status(status_code::interrupted, "interrupted");
       if ((round & 3) == 0 && serve_while_waiting(holding.hold)) {
@@ -664,6 +758,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
     }
     if (all_done()) return status::ok();  // replied here meanwhile
     if (interrupted()) return status(status_code::interrupted, "interrupted");
+    if (!caller_requests_.empty() && caller_requests_.front().done) continue;
     pollfd fds[3] = {{event_fd(channel::reply), POLLIN, 0},
                      {job_.failure_fd(), POLLIN, 0},
                      {caller_wake_fd_, POLLIN, 0}};

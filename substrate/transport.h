@@ -26,6 +26,10 @@
 // wait wakes nobody (a woken thread takes a core from a spinning process),
 // and restores it when it lets go.
 //
+// A request may also go to a peer's reply channel (send_request_to_caller),
+// for its calling thread to handle in its next wait: a barrier's arrivals
+// at a manager that has not arrived wake nobody there.
+//
 // Messages between two processes may be handled in a different order than
 // they were sent (a rendezvous message is handled when its data is in; the
 // tag path matches each size class separately): a caller that needs an
@@ -39,6 +43,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -65,12 +70,15 @@ byte_span as_bytes_of(const T& value) {
 // The header every message carries in front of its payload.
 // warm_up and warm_up_reply: the substrate's own start-up traffic
 // (transport::warm_up), answered by the substrate and never counted.
+// caller_request: a request that travels to the reply channel, for the
+// receiver's calling thread (send_request_to_caller).
 enum class message_kind : std::uint8_t {
   request = 1,
   one_way = 2,
   reply = 3,
   warm_up = 4,
-  warm_up_reply = 5
+  warm_up_reply = 5,
+  caller_request = 6
 };
 
 struct wire_header {
@@ -150,6 +158,15 @@ class transport {
   status warm_up();
   // Calling thread: sends a request; the reply is matched by the id.
   result<request_id> send_request(int peer, parts payload);
+  // Calling thread: a request that the peer's calling thread handles, in
+  // its next wait for a reply (at once if it waits now), instead of its
+  // service thread: for a request nobody can answer before the peer itself
+  // asks for something, as a barrier's manager answers arrivals only once
+  // it has arrived.  It wakes no thread in a peer that computes (a woken
+  // service thread takes a core from a process, or from this one, at its
+  // barrier).  The handler runs on that thread as on the service thread,
+  // and may reply at once or keep the token.  Not to this process itself.
+  result<request_id> send_request_to_caller(int peer, parts payload);
   // Calling thread: an id for a request to this process that the caller
   // hands to the request handler itself instead of sending; the reply
   // comes as any reply to this process's own request does.
@@ -202,6 +219,17 @@ class transport {
   virtual status flush_channel(channel which) = 0;
   // Called on the service thread before it exits.
   virtual void service_thread_exit() {}
+  // Receive buffers a channel cycles through, each filled by whichever
+  // sender's message comes next, and the message size that fills one:
+  // warm_up() sends every other process that many of that size, so that
+  // each sender has touched each of them before the program starts (a
+  // page of another process's buffers costs a fault the first time, tens
+  // of microseconds on the machine of BENCHMARKS.md).  None by default.
+  struct receive_ring {
+    std::size_t depth = 0;
+    std::size_t message_bytes = 0;
+  };
+  virtual receive_ring receive_ring_shape() const { return {}; }
 
   // --- what a backend calls ------------------------------------------
   // A request arrived on the request channel (service thread): runs the
@@ -209,8 +237,8 @@ class transport {
   // Handlers never make progress on the request channel themselves, so a
   // backend may call this from inside its progress call.
   void deliver_request(const wire_header& header, byte_span payload);
-  // A reply arrived on the reply channel: where its payload goes, or null
-  // if nobody waits for it (logged and dropped).
+  // A reply (or a caller_request) arrived on the reply channel: where its
+  // payload goes, or null if nobody waits for it (logged and dropped).
   std::vector<std::byte>* reply_destination(const wire_header& header, std::size_t length);
   // The reply's payload is in place.
   void reply_complete(const wire_header& header);
@@ -279,6 +307,9 @@ class transport {
   // own (mute_on_hold_): muting and listening again cost two system calls,
   // wasted in a wait that gets no request.
   bool serve_while_waiting(channel_hold& hold);
+  // Runs the handler for each caller_request received whole, in the order
+  // they began to arrive; true if it ran any.
+  bool serve_caller_requests();
   // Lets go of the channel, armed, the service thread listening to it.
   void hand_back(channel_hold& hold);
   // Whether the service thread's sleep listens to the request channel's
@@ -311,6 +342,15 @@ class transport {
   std::atomic<bool> service_deaf_{false};
   // Wakes the caller blocked in a wait when a reply was made here.
   int caller_wake_fd_ = -1;
+  // caller_requests received (or being received) on the reply channel,
+  // and payload buffers to reuse for the next: calling thread only.
+  struct caller_request {
+    wire_header header;
+    std::vector<std::byte> payload;
+    bool done = false;
+  };
+  std::deque<caller_request> caller_requests_;
+  std::vector<std::vector<std::byte>> spare_payloads_;
   std::vector<pending_reply> pending_;
   std::vector<std::uint32_t> free_slots_;
   std::uint32_t next_generation_ = 1;

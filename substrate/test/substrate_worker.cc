@@ -45,6 +45,7 @@ enum op : std::uint32_t {
   op_silent = 7,      // never replied to
   op_interrupt = 8,   // one-way: interrupt the compute thread's wait
   op_go = 9,          // one-way: the sender's deferred request may be answered
+  op_caller = 10,     // as op_echo, to the calling thread (send_request_to_caller)
 };
 
 struct op_header {
@@ -80,6 +81,8 @@ struct worker {
   std::atomic<int> echoes_served{0};
   int deferred_answered = 0;  // compute thread only
   std::atomic<int> go_count{0};
+  std::thread::id calling_thread = std::this_thread::get_id();
+  int caller_served = 0;  // op_caller requests handled, all on the calling thread
   int failures = 0;
 
   void fail(const char* format, ...) __attribute__((format(printf, 2, 3))) {
@@ -175,6 +178,16 @@ struct worker {
       case op_go:
         go_count.fetch_add(1);
         break;
+      case op_caller: {
+        if (std::this_thread::get_id() != calling_thread || transport::serving_requests())
+          fail("a request to the calling thread was handled by the service thread");
+        ++caller_served;
+        std::vector<std::byte> out(body.size());
+        for (std::size_t i = 0; i < body.size(); ++i) out[i] = body[i] ^ std::byte{0x5a};
+        op_header answer{op_caller, rank, incoming.sender, 0};
+        link->reply(incoming.token(), {as_bytes_of(answer), out});
+        break;
+      }
       default:
         fail("unknown op %u", header.code);
     }
@@ -474,6 +487,65 @@ struct worker {
     }
   }
 
+  // Requests to the calling thread (send_request_to_caller), of a size
+  // in one segment, above it and above the largest size class: process 0
+  // tells the others to send theirs, computes outside the substrate for
+  // 100 ms, during which none may be handled, then waits for replies from
+  // process 1 until it has handled every one; each sender checks its
+  // answer.  One to a process's own caller is refused.
+  void caller_requests(int rounds) {
+    if (size == 1) return;
+    if (rank == 0) {
+      auto refused = link->send_request_to_caller(0, {});
+      if (refused || refused.error().code() != status_code::invalid_argument)
+        fail("a request to this process's own caller was not refused");
+    }
+    const std::size_t sizes[] = {100, 9000, 70000};
+    op_header echo{op_echo, 0, 0, 0};
+    for (int round = 0; round < rounds; ++round) {
+      std::size_t length = sizes[round % 3];
+      if (rank == 0) {
+        op_header go{op_go, 0, 0, 0};
+        for (int peer = 1; peer < size; ++peer) {
+          status sent = link->send_one_way(peer, {as_bytes_of(go)});
+          if (sent) sent = link->flush();
+          if (!sent) the_job->fatal("go: " + sent.message());
+        }
+        int before = caller_served;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (caller_served != before) fail("round %d: a request to the caller ran while it computed", round);
+        auto start = std::chrono::steady_clock::now();
+        while (caller_served < before + size - 1) {
+          wait(request(1, {as_bytes_of(echo)}, "echo"), "echo while serving the caller's requests");
+          if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) {
+            fail("round %d: %d of %d requests to the caller handled after 10 s", round,
+                 caller_served - before, size - 1);
+            return;
+          }
+        }
+      } else {
+        while (go_count.load() <= round) {
+          if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting for a go");
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+        std::vector<std::byte> body(length);
+        for (std::size_t i = 0; i < length; ++i)
+          body[i] = std::byte{pattern(static_cast<std::uint32_t>(rank * 7 + round), i)};
+        op_header header{op_caller, 0, 0, 0};
+        auto id = link->send_request_to_caller(0, {as_bytes_of(header), body});
+        if (!id) the_job->fatal("request to the caller: " + id.error().message());
+        std::vector<std::byte> reply = wait(*id, "reply from process 0's caller");
+        op_header got{};
+        bool intact = reply.size() == sizeof got + length;
+        if (intact) memcpy(&got, reply.data(), sizeof got);
+        for (std::size_t i = 0; intact && i < length; ++i)
+          intact = reply[sizeof got + i] == (body[i] ^ std::byte{0x5a});
+        if (!intact || got.code != op_caller || got.a != 0 || got.b != rank)
+          fail("round %d: a wrong answer of %zu bytes from process 0's caller", round, reply.size());
+      }
+    }
+  }
+
   // The last process dies while every other waits on it.
   void killed() {
     int victim = size - 1;
@@ -548,6 +620,7 @@ int main(int argc, char** argv) {
   else if (scenario == "deferred") self.deferred_replies();
   else if (scenario == "interrupted") self.interrupted_waits();
   else if (scenario == "hand-back") self.hand_back(20);
+  else if (scenario == "caller-requests") self.caller_requests(6);
   else if (scenario == "killed") self.killed();
   else if (scenario == "too-large") self.too_large();
   else self.the_job->fatal("unknown scenario " + scenario);

@@ -65,7 +65,7 @@ std::string scenario_name(const ::testing::TestParamInfo<scenario_parameters>& i
 INSTANTIATE_TEST_SUITE_P(
     interrupt, transport_scenario,
     ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted",
-                                         "hand-back"),
+                                         "hand-back", "caller-requests"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values(0, 1, 2),
                        ::testing::Values("interrupt")),
     scenario_name);
@@ -73,7 +73,7 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     poll, transport_scenario,
     ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted",
-                                         "hand-back"),
+                                         "hand-back", "caller-requests"),
                        ::testing::Values(2, 3), ::testing::Values(0, 1, 2),
                        ::testing::Values("poll")),
     scenario_name);

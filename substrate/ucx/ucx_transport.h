@@ -47,6 +47,7 @@ class ucx_transport final : public transport {
   ~ucx_transport() override;
 
   std::string describe() const override;
+  receive_ring receive_ring_shape() const override;
   buffer_footprint footprint(int nprocs) const override;
 
  protected:
