@@ -114,8 +114,10 @@ def main():
         "",
         "Start-up: wall-clock seconds of a whole job that starts, passes one barrier and exits "
         "(`barrier -i 1 -r 1`), with the substrate's start-up warm-up (`TMK_WARM_UP`, 1M by "
-        "default: 16 KiB on every channel between every two processes and each size of "
-        "message up to 1 MiB to the next process and back) and without it (`TMK_WARM_UP=0`), "
+        "default: 16 KiB on every channel between every two processes, 80 messages of 8 KiB "
+        "from each channel of every process to each channel of every other to fill UCX's "
+        "shared-memory receive segments, and each size of message up to 1 MiB to the next "
+        "process and back) and without it (`TMK_WARM_UP=0`), "
         "medians over the rounds.",
         "",
         "| processes | TMK_WARM_UP=1M s | TMK_WARM_UP=0 s | difference s |",
