@@ -623,7 +623,7 @@ void transport::interrupt_wait() {
 bool transport::serve_caller_requests() {
   if (!handler_) return false;  // kept until start() gives a handler
   bool served = false;
-  while (!caller_requests_.empty() && caller_requests_.front().done) {
+  while (caller_request_ready()) {
     caller_request entry = std::move(caller_requests_.front());
     caller_requests_.pop_front();
     causal_acquire();
@@ -758,7 +758,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
     }
     if (all_done()) return status::ok();  // replied here meanwhile
     if (interrupted()) return status(status_code::interrupted, "interrupted");
-    if (!caller_requests_.empty() && caller_requests_.front().done) continue;
+    if (caller_request_ready()) continue;
     pollfd fds[3] = {{event_fd(channel::reply), POLLIN, 0},
                      {job_.failure_fd(), POLLIN, 0},
                      {caller_wake_fd_, POLLIN, 0}};

@@ -310,6 +310,10 @@ class transport {
   // Runs the handler for each caller_request received whole, in the order
   // they began to arrive; true if it ran any.
   bool serve_caller_requests();
+  // The oldest caller_request is received whole (they are handled in order).
+  bool caller_request_ready() const {
+    return !caller_requests_.empty() && caller_requests_.front().done;
+  }
   // Lets go of the channel, armed, the service thread listening to it.
   void hand_back(channel_hold& hold);
   // Whether the service thread's sleep listens to the request channel's

@@ -109,6 +109,33 @@ struct worker {
     return *id;
   }
 
+  // Replies with a header naming this process and the sender, then every
+  // byte of body xor 0x5a.
+  void echo_back(const incoming_request& incoming, op code, byte_span body) {
+    std::vector<std::byte> out(body.size());
+    for (std::size_t i = 0; i < body.size(); ++i) out[i] = body[i] ^ std::byte{0x5a};
+    op_header answer{code, rank, incoming.sender, 0};
+    link->reply(incoming.token(), {as_bytes_of(answer), out});
+  }
+
+  // Sends op_go one-way to processes first..last, finished.
+  void send_go(int first, int last) {
+    op_header go{op_go, 0, 0, 0};
+    for (int peer = first; peer <= last; ++peer) {
+      status sent = link->send_one_way(peer, {as_bytes_of(go)});
+      if (sent) sent = link->flush();
+      if (!sent) the_job->fatal("go: " + sent.message());
+    }
+  }
+
+  // Waits, outside the substrate, until counter passes above.
+  void await_count(const std::atomic<int>& counter, int above, const char* what) {
+    while (counter.load() <= above) {
+      if (the_job->failed()) the_job->fatal_lost(the_job->failure(), what);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
   void handle(const incoming_request& incoming) {
     op_header header{};
     if (incoming.payload.size() < sizeof header) {
@@ -119,14 +146,10 @@ struct worker {
     memcpy(&header, incoming.payload.data(), sizeof header);
     byte_span body = incoming.payload.subspan(sizeof header);
     switch (header.code) {
-      case op_echo: {
+      case op_echo:
         echoes_served.fetch_add(1);
-        std::vector<std::byte> out(body.size());
-        for (std::size_t i = 0; i < body.size(); ++i) out[i] = body[i] ^ std::byte{0x5a};
-        op_header answer{op_echo, rank, incoming.sender, 0};
-        link->reply(incoming.token(), {as_bytes_of(answer), out});
+        echo_back(incoming, op_echo, body);
         break;
-      }
       case op_sized: {
         std::vector<std::byte> out(static_cast<std::size_t>(header.a));
         for (std::size_t i = 0; i < out.size(); ++i)
@@ -182,10 +205,7 @@ struct worker {
         if (std::this_thread::get_id() != calling_thread || transport::serving_requests())
           fail("a request to the calling thread was handled by the service thread");
         ++caller_served;
-        std::vector<std::byte> out(body.size());
-        for (std::size_t i = 0; i < body.size(); ++i) out[i] = body[i] ^ std::byte{0x5a};
-        op_header answer{op_caller, rank, incoming.sender, 0};
-        link->reply(incoming.token(), {as_bytes_of(answer), out});
+        echo_back(incoming, op_caller, body);
         break;
       }
       default:
@@ -423,10 +443,7 @@ struct worker {
     status waited = link->wait_reply_interruptible(id, reply);
     if (waited.code() != status_code::interrupted)
       fail("the first wait ended with '%s', not interrupted", waited.message().c_str());
-    op_header go{op_go, 0, 0, 0};
-    sent = link->send_one_way(target, {as_bytes_of(go)});
-    if (sent) sent = link->flush();
-    if (!sent) the_job->fatal("go: " + sent.message());
+    send_go(target, target);
     answer_deferred(true);
     waited = link->wait_reply_interruptible(id, reply);
     if (!waited) the_job->fatal("the second wait: " + waited.message());
@@ -448,23 +465,12 @@ struct worker {
   void hand_back(int rounds) {
     if (size == 1) return;
     op_header echo{op_echo, 0, 0, 0};
-    auto await_count = [&](const std::atomic<int>& counter, int above, const char* what) {
-      while (counter.load() <= above) {
-        if (the_job->failed()) the_job->fatal_lost(the_job->failure(), what);
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    };
     for (int round = 0; round < rounds; ++round) {
       if (rank == 0) {
         wait(request(1, {as_bytes_of(echo)}, "echo"), "echo");
         op_header defer{op_defer, rank, 0, 0};
         wait(request(1, {as_bytes_of(defer)}, "defer"), "deferred reply");
-        op_header go{op_go, 0, 0, 0};
-        for (int peer = 1; peer < size; ++peer) {
-          status sent = link->send_one_way(peer, {as_bytes_of(go)});
-          if (sent) sent = link->flush();
-          if (!sent) the_job->fatal("go: " + sent.message());
-        }
+        send_go(1, size - 1);
         // Process 1 sends two echoes a round, every other process one.
         int target = size * (round + 1);
         auto start = std::chrono::steady_clock::now();
@@ -505,12 +511,7 @@ struct worker {
     for (int round = 0; round < rounds; ++round) {
       std::size_t length = sizes[round % 3];
       if (rank == 0) {
-        op_header go{op_go, 0, 0, 0};
-        for (int peer = 1; peer < size; ++peer) {
-          status sent = link->send_one_way(peer, {as_bytes_of(go)});
-          if (sent) sent = link->flush();
-          if (!sent) the_job->fatal("go: " + sent.message());
-        }
+        send_go(1, size - 1);
         int before = caller_served;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         if (caller_served != before) fail("round %d: a request to the caller ran while it computed", round);
@@ -524,10 +525,7 @@ struct worker {
           }
         }
       } else {
-        while (go_count.load() <= round) {
-          if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting for a go");
-          std::this_thread::sleep_for(std::chrono::microseconds(50));
-        }
+        await_count(go_count, round, "waiting for a go");
         std::vector<std::byte> body(length);
         for (std::size_t i = 0; i < length; ++i)
           body[i] = std::byte{pattern(static_cast<std::uint32_t>(rank * 7 + round), i)};
