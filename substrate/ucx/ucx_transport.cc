@@ -170,18 +170,21 @@ result<std::unique_ptr<transport>> ucx_transport::create(job& owner,
 // in SOR on 2 processes the first 64 barrier arrivals each took 35 us to
 // send instead of 2.4, two faults apiece.  The ring's size and the
 // segment's are UCX settings (UCX_SYSV_FIFO_SIZE, UCX_MM_SEG_SIZE...),
-// read as UCX reads them from the environment; a message of a segment
-// less UCX's headers fills one.
+// read from the environment, the largest of the two transports' settings
+// (either may carry the messages); a message of a segment less UCX's
+// headers fills one.
 namespace {
 std::size_t ucx_mm_setting(const char* name, std::size_t fallback) {
+  std::size_t largest = 0;
   for (const char* prefix : {"UCX_SYSV_", "UCX_POSIX_", "UCX_MM_"}) {
     const char* value = getenv((std::string(prefix) + name).c_str());
     if (value == nullptr) continue;
     char* end = nullptr;
     unsigned long long parsed = strtoull(value, &end, 10);
-    if (end != value && *end == '\0' && parsed > 0) return static_cast<std::size_t>(parsed);
+    if (end != value && *end == '\0' && parsed > 0)
+      largest = std::max(largest, static_cast<std::size_t>(parsed));
   }
-  return fallback;
+  return largest > 0 ? largest : fallback;
 }
 }  // namespace
 
