@@ -714,13 +714,9 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
     return interruptible && interrupt_.load(std::memory_order_relaxed) && interrupt_.exchange(false);
   };
   // With more processes on the host than cores, a spinning caller holds a
-  // core some other process needs: it yields the core between looks, so
-  // that a process with work to do runs first.  Blocking at once instead
-  // (after 5 us of spin) made every wait cost a wake-up signal and a
-  // context switch: an empty barrier on 8 processes on the 2 cores of
-  // BENCHMARKS.md took 160 us that way, 50 us yielding.
-  const bool yielding = !core_per_process_;
-  const auto spin_window = std::chrono::microseconds(config_.wait_spin_us);
+  // core some other process needs: it spins a few microseconds at most.
+  const auto spin_window = std::chrono::microseconds(
+      core_per_process_ ? config_.wait_spin_us : std::min(config_.wait_spin_us / 4, 5u));
   struct asleep_scope {
     transport& self;
     explicit asleep_scope(transport& t) : self(t) { self.set_caller_idle(true); }
@@ -752,10 +748,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
         continue;
       }
       if (job_.failed()) return job_.failure();
-      if ((round & 15) == 0) {
-        if (clock_type::now() >= spin_until) break;
-        if (yielding) sched_yield();
-      }
+      if ((round & 15) == 0 && clock_type::now() >= spin_until) break;
     }
     hand_back(holding.hold);
     asleep_scope asleep(*this);
