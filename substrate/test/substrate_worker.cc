@@ -476,10 +476,10 @@ struct worker {
         auto start = std::chrono::steady_clock::now();
         while (echoes_served.load() < target) {
           if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "computing");
-          if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(500)) {
-            fail("round %d: requests to a computing process unanswered after 500 ms", round);
-            return;
-          }
+          // Stops the job: the others would wait for a go forever.
+          if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(500))
+            the_job->fatal("round " + std::to_string(round) +
+                           ": requests to a computing process unanswered after 500 ms");
         }
       } else {
         if (rank == 1) {

@@ -3,7 +3,11 @@
 // data path, in both notification modes; failures (a killed peer, a peer
 // that never arrives, bad options) end every process promptly with a
 // message that names the cause.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <string>
 #include <tuple>
@@ -32,6 +36,24 @@ program_result run_worker(const std::string& scenario, int nprocs, const backend
   env.push_back({"TMK_UCX_PATH", with.ucx_path});
   env.push_back({"TMK_NOTIFY", notify});
   return run_program(argv, env, 120);
+}
+
+// host:port on the loopback for process 0 to listen at: a port the kernel
+// has just handed out, free as far as it knows.  A port derived from the
+// process id once fell on one that a test running beside took (the range
+// overlaps the ephemeral ports), and the job waited out its start-up
+// timeout.
+std::string free_root() {
+  int probe = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (probe < 0 || bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    ADD_FAILURE() << "no free port on the loopback";
+  if (probe >= 0) close(probe);
+  return "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
 }
 
 std::string describe(const program_result& result) {
@@ -147,7 +169,7 @@ TEST(transport_bad_input, bad_process_counts_are_refused) {
 // Processes started by hand (TMK_RANK/TMK_ROOT): with one of three missing,
 // the two that came exit non-zero and say which one never arrived.
 TEST(transport_bootstrap, missing_peer_times_out_with_its_rank) {
-  std::string root = "127.0.0.1:" + std::to_string(20000 + getpid() % 20000);
+  std::string root = free_root();
   std::vector<std::pair<std::string, std::string>> env{
       {"TMK_NPROCS", "3"}, {"TMK_ROOT", root}, {"TMK_CONNECT_TIMEOUT", "2"}};
   auto rank_env = [&](int rank) {
@@ -170,7 +192,7 @@ TEST(transport_bootstrap, missing_peer_times_out_with_its_rank) {
 }
 
 TEST(transport_bootstrap, processes_started_by_hand_form_a_job) {
-  std::string root = "127.0.0.1:" + std::to_string(20000 + (getpid() + 7) % 20000);
+  std::string root = free_root();
   std::vector<program_result> results(3);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 3; ++rank)
