@@ -20,8 +20,8 @@ const setting_description substrate_table[] = {
      "process waits (an eighth of it while the process computes; microseconds)"},
     {"TMK_WAIT_SPIN_US", "500",
      "time a caller spins for its reply before blocking on the event fd, and again after each "
-     "wake-up that does not complete the reply (microseconds; at most 5 when the host's "
-     "processes outnumber its cores)"},
+     "wake-up that does not complete the reply (microseconds; when the host's processes "
+     "outnumber its cores, the caller yields its core between looks)"},
     {"TMK_MAX_MESSAGE", "256M", "largest message the substrate accepts (bytes, K/M/G suffix)"},
     {"TMK_WARM_UP", "1M",
      "largest message exchanged at start-up to open connections and touch buffers before the "

@@ -186,6 +186,11 @@ void transport::service_loop() {
     if (!own.owns_lock()) own.lock();
     service_deaf_.store(false);
     serving_flag = true;
+    if (nudged_.exchange(false) && !stopping_.load()) {  // hand_back's wake-up: spent
+      std::uint64_t drained;
+      ssize_t ignored = read(wake_fd_, &drained, sizeof drained);
+      (void)ignored;
+    }
     if (ready < 0 && errno != EINTR) {
       TMK_LOG(error, "service thread: epoll_wait: %s", strerror(errno));
       break;
@@ -661,11 +666,39 @@ bool transport::serve_while_waiting(channel_hold& hold) {
 // event fd ready, and the service thread wakes for it once it listens.  If
 // the lock is taken after this thread let go, the service thread has it,
 // awake.
+//
+// With more processes on the host than cores, the caller mutes the
+// service thread in every wait, and a service thread that went deaf all
+// the same is not armed for here: it is woken (wake_fd_) to take the
+// channel back and arms it itself.  Armed and listened to from the caller
+// instead, the channel of a deaf service thread at times stayed silent for
+// a request that came afterwards, until the sleep's one-second timeout:
+// with the caller yielding through its whole spin window (wait_until_done),
+// the hand-back test on 8 processes, two at once on the 2 cores of
+// BENCHMARKS.md, failed in about one run in three that way, and in none of
+// 40 as here.  Where the signal went was not found.  Unmuted there, the
+// service thread went deaf in most waits and each wake-up took a shared
+// core: SOR and FFT on 8 processes ran 1.6 and 1.9 times as long.
+// With a core per process, as before: muted only after a wait that served
+// (an empty barrier on 2 processes took 5.6 us instead of 2.1 muting in
+// every wait), and armed for when deaf (woken instead, SOR on 2 processes
+// took 0.0105 s instead of 0.0093).  The deaf mark is taken with an
+// exchange, so that one stored by the service thread after this thread's
+// look is never cleared unseen.
 void transport::hand_back(channel_hold& hold) {
   if (!hold.own.owns_lock()) return;
-  mute_on_hold_ = hold.served && core_per_process_;
+  mute_on_hold_ = hold.served || !core_per_process_;
   while (true) {
-    bool deaf = service_deaf_.load();
+    bool deaf = service_deaf_.exchange(false);
+    if (deaf && !core_per_process_) {
+      hold.muted = hold.served = false;
+      hold.own.unlock();
+      nudged_.store(true);
+      std::uint64_t one = 1;
+      ssize_t ignored = write(wake_fd_, &one, sizeof one);
+      (void)ignored;
+      return;
+    }
     if (hold.served || deaf) {
       serving_scope serving;
       // A send to a lost process may never finish: the job is ending then.
@@ -674,7 +707,6 @@ void transport::hand_back(channel_hold& hold) {
         progress(channel::reply);
       }
     }
-    service_deaf_.store(false);
     if (hold.muted || hold.served || deaf) listen_for_requests(true);
     hold.muted = hold.served = false;
     hold.own.unlock();
@@ -714,9 +746,13 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
     return interruptible && interrupt_.load(std::memory_order_relaxed) && interrupt_.exchange(false);
   };
   // With more processes on the host than cores, a spinning caller holds a
-  // core some other process needs: it spins a few microseconds at most.
-  const auto spin_window = std::chrono::microseconds(
-      core_per_process_ ? config_.wait_spin_us : std::min(config_.wait_spin_us / 4, 5u));
+  // core some other process needs: it yields the core between looks, so
+  // that a process with work to do runs first.  Blocking at once instead
+  // (after 5 us of spin) made every wait cost a wake-up signal and a
+  // context switch: an empty barrier on 8 processes on the 2 cores of
+  // BENCHMARKS.md took 160 us that way, 50 us yielding.
+  const bool yielding = !core_per_process_;
+  const auto spin_window = std::chrono::microseconds(config_.wait_spin_us);
   struct asleep_scope {
     transport& self;
     explicit asleep_scope(transport& t) : self(t) { self.set_caller_idle(true); }
@@ -748,7 +784,10 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
         continue;
       }
       if (job_.failed()) return job_.failure();
-      if ((round & 15) == 0 && clock_type::now() >= spin_until) break;
+      if ((round & 15) == 0) {
+        if (clock_type::now() >= spin_until) break;
+        if (yielding) sched_yield();
+      }
     }
     hand_back(holding.hold);
     asleep_scope asleep(*this);

@@ -303,9 +303,9 @@ class transport {
   // Takes the channel if it is free and serves what has come; true if it
   // handled any.  Taking it, the caller mutes the service thread (stops its
   // sleep listening to the channel), so that a request that comes wakes
-  // nobody, if its last wait served a request and it has a core of its
-  // own (mute_on_hold_): muting and listening again cost two system calls,
-  // wasted in a wait that gets no request.
+  // nobody, if its last wait served a request or the host's processes
+  // outnumber its cores (mute_on_hold_): muting and listening again cost
+  // two system calls, wasted in a wait that gets no request.
   bool serve_while_waiting(channel_hold& hold);
   // Runs the handler for each caller_request received whole, in the order
   // they began to arrive; true if it ran any.
@@ -314,7 +314,8 @@ class transport {
   bool caller_request_ready() const {
     return !caller_requests_.empty() && caller_requests_.front().done;
   }
-  // Lets go of the channel, armed, the service thread listening to it.
+  // Lets go of the channel, armed, the service thread listening to it or
+  // woken to take it back.
   void hand_back(channel_hold& hold);
   // Whether the service thread's sleep listens to the request channel's
   // event fd (once: epoll's one-shot mode) besides wake_fd_.
@@ -335,15 +336,17 @@ class transport {
   // No more processes of this job on this host than cores: a waiting
   // process's core is its own to spin on.
   bool core_per_process_ = true;
-  int wake_fd_ = -1;
+  int wake_fd_ = -1;  // stop() and hand_back() wake the service thread
   // Where the service thread sleeps: wake_fd_ and, one-shot, the request
   // channel's event fd.
   int service_epoll_ = -1;
   bool mute_on_hold_ = false;  // calling thread only
   // The service thread woke for a request while a spinning caller held the
   // channel (before the caller stopped its listening), and sleeps again:
-  // the caller arms the channel when it lets go (hand_back).
+  // the caller arms the channel for it when it lets go, or wakes it
+  // through wake_fd_ (hand_back).
   std::atomic<bool> service_deaf_{false};
+  std::atomic<bool> nudged_{false};  // hand_back wrote wake_fd_
   // Wakes the caller blocked in a wait when a reply was made here.
   int caller_wake_fd_ = -1;
   // caller_requests received (or being received) on the reply channel,
