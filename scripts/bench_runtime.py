@@ -98,7 +98,7 @@ def main():
         "Command: `scripts/bench_runtime.py --rounds %d`: each round runs the substrate ping-pong, "
         "then every case below (microbench programs, each the median of 5 runs); the figures are "
         "medians over the rounds, the ratios divide by the round trip of the same rounds. "
-        "With more processes than the %d cores, waits block and every hop pays a thread wake-up."
+        "With more processes than the %d cores, a waiting process yields its core between looks at its replies for `TMK_WAIT_SPIN_US` before it blocks, and a hop to a process that is not running waits for the scheduler."
         % (datetime.date.today().isoformat(), machine_description(with_ucx=False), options.rounds,
            os.cpu_count()),
         "",
