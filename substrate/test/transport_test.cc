@@ -3,15 +3,13 @@
 // data path, in both notification modes; failures (a killed peer, a peer
 // that never arrives, bad options) end every process promptly with a
 // message that names the cause.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <string>
 #include <tuple>
 
+#include "net.h"
 #include "run_program.h"
 
 namespace {
@@ -44,16 +42,15 @@ program_result run_worker(const std::string& scenario, int nprocs, const backend
 // overlaps the ephemeral ports), and the job waited out its start-up
 // timeout.
 std::string free_root() {
-  int probe = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  if (probe < 0 || bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length) != 0)
-    ADD_FAILURE() << "no free port on the loopback";
-  if (probe >= 0) close(probe);
-  return "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  auto probe = tmk::tcp_listen(0, 1);
+  if (!probe) {
+    ADD_FAILURE() << "no free port: " << probe.error().message();
+    return "127.0.0.1:0";
+  }
+  auto port = tmk::local_port(*probe);
+  close(*probe);
+  if (!port) ADD_FAILURE() << "no free port: " << port.error().message();
+  return "127.0.0.1:" + std::to_string(port ? *port : 0);
 }
 
 std::string describe(const program_result& result) {
