@@ -151,9 +151,7 @@ job::~job() {
     std::lock_guard lock(mutex_);
     stop_monitor_ = true;
   }
-  std::uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_, &one, sizeof one);
-  (void)ignored;
+  ring_event_fd(wake_fd_);
   if (monitor_.joinable()) monitor_.join();
   for (auto& connection : connections_)
     if (connection && connection->fd >= 0) close(connection->fd);
@@ -646,9 +644,7 @@ void job::monitor_loop() {
     }
     if (ready > 0) {
       if (fds[0].revents) {
-        std::uint64_t drained;
-        ssize_t ignored = read(wake_fd_, &drained, sizeof drained);
-        (void)ignored;
+        empty_event_fd(wake_fd_);
       }
       for (std::size_t i = 1; i < fds.size(); ++i)
         if (fds[i].revents) handle_readable(*watched[i - 1]);
@@ -793,9 +789,7 @@ void job::record_failure(int lost_rank, const std::string& reason) {
     listeners = failure_listeners_;
     changed_.notify_all();
   }
-  std::uint64_t one = 1;
-  ssize_t ignored = write(failure_fd_, &one, sizeof one);
-  (void)ignored;
+  ring_event_fd(failure_fd_);
   for (auto& listener : listeners) listener();
 }
 
@@ -877,9 +871,7 @@ int job::finish(int exit_status) {
     std::lock_guard lock(mutex_);
     stop_monitor_ = true;
   }
-  std::uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_, &one, sizeof one);
-  (void)ignored;
+  ring_event_fd(wake_fd_);
   if (monitor_.joinable()) monitor_.join();
   TMK_LOG(debug, "finish: monitor stopped");
 

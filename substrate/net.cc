@@ -203,4 +203,16 @@ void set_nonblocking(int fd, bool on) {
   fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
 }
 
+void ring_event_fd(int fd) {
+  std::uint64_t one = 1;
+  ssize_t ignored = write(fd, &one, sizeof one);
+  (void)ignored;
+}
+
+void empty_event_fd(int fd) {
+  std::uint64_t count;
+  ssize_t ignored = read(fd, &count, sizeof count);
+  (void)ignored;
+}
+
 }  // namespace tmk

@@ -1,6 +1,7 @@
 // net.h — small kernel-socket helpers shared by the launcher's control
 // channel and the sockets backend: whole-buffer I/O that never raises
-// SIGPIPE, connects and accepts with deadlines, and this host's addresses.
+// SIGPIPE, connects and accepts with deadlines, and this host's addresses;
+// and the eventfd doorbells that wake the substrate's threads.
 #pragma once
 
 #include <sys/types.h>
@@ -37,5 +38,10 @@ result<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string&
 
 void set_nodelay(int fd);
 void set_nonblocking(int fd, bool on);
+
+// An eventfd used as a doorbell (made EFD_NONBLOCK): ring it, waking its
+// pollers, or empty it (nothing happens when it is empty already).
+void ring_event_fd(int fd);
+void empty_event_fd(int fd);
 
 }  // namespace tmk

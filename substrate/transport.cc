@@ -121,9 +121,7 @@ status transport::start(request_handler handler) {
 void transport::stop() {
   if (!service_.joinable()) return;
   stopping_.store(true);
-  std::uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_, &one, sizeof one);
-  (void)ignored;
+  ring_event_fd(wake_fd_);
   service_.join();
 }
 
@@ -187,9 +185,7 @@ void transport::service_loop() {
     service_deaf_.store(false);
     serving_flag = true;
     if (nudged_.exchange(false) && !stopping_.load()) {  // hand_back's wake-up: spent
-      std::uint64_t drained;
-      ssize_t ignored = read(wake_fd_, &drained, sizeof drained);
-      (void)ignored;
+      empty_event_fd(wake_fd_);
     }
     if (ready < 0 && errno != EINTR) {
       TMK_LOG(error, "service thread: epoll_wait: %s", strerror(errno));
@@ -564,9 +560,7 @@ status transport::reply_here(std::uint32_t sequence, parts payload) {
   slot->done.store(true);
   caller_woken_.store(true, std::memory_order_relaxed);
   if (caller_asleep_.load()) {
-    std::uint64_t one = 1;
-    ssize_t ignored = write(caller_wake_fd_, &one, sizeof one);
-    (void)ignored;
+    ring_event_fd(caller_wake_fd_);
   }
   return status::ok();
 }
@@ -616,9 +610,7 @@ status transport::wait_reply_interruptible(request_id id, std::vector<std::byte>
 void transport::interrupt_wait() {
   interrupt_.store(true);
   if (caller_asleep_.load()) {
-    std::uint64_t one = 1;
-    ssize_t ignored = write(caller_wake_fd_, &one, sizeof one);
-    (void)ignored;
+    ring_event_fd(caller_wake_fd_);
   }
 }
 
@@ -694,9 +686,7 @@ void transport::hand_back(channel_hold& hold) {
       hold.muted = hold.served = false;
       hold.own.unlock();
       nudged_.store(true);
-      std::uint64_t one = 1;
-      ssize_t ignored = write(wake_fd_, &one, sizeof one);
-      (void)ignored;
+      ring_event_fd(wake_fd_);
       return;
     }
     if (hold.served || deaf) {
@@ -804,9 +794,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
     int ready = poll(fds, 3, 1000);
     if (ready < 0 && errno != EINTR) return errno_status("poll for a reply");
     if (ready > 0 && (fds[2].revents & POLLIN) != 0) {
-      std::uint64_t drained;
-      ssize_t ignored = read(caller_wake_fd_, &drained, sizeof drained);
-      (void)ignored;
+      empty_event_fd(caller_wake_fd_);
     }
     progress(channel::reply);
     if (all_done()) return status::ok();
