@@ -2,16 +2,25 @@
  * fft — a 3-D FFT PDE solver in the manner of NAS FT, on TreadMarks shared
  * memory.
  *
- * The initial field u (N x N x N complex doubles, stored u[z][y][x]) is
+ * The initial field u (N x N x N complex doubles, indexed u(z, y, x)) is
  * transformed forward once; then every iteration multiplies the spectrum
  * by exp(-4 pi^2 alpha |k|^2), transforms it back and adds up NAS FT's
  * checksum of 1024 points of the result.  A 3-D transform is three rounds of
  * 1-D transforms.  Each process owns a slab of z planes of u and does the x
  * and y rounds there; for the z round the data are transposed through shared
- * memory into arrays stored [x][y][z], of which each process owns a slab of x
- * planes.  A process transposes by reading the other processes' slabs into
+ * memory into arrays indexed (x, y, z), of which each process owns a slab of
+ * x planes.  A process transposes by reading the other processes' slabs into
  * its own, so every transpose is an all-to-all exchange after a barrier.
  * Checksum contributions are added under a lock.
+ *
+ * Layout: shared memory is kept coherent a page at a time, so each array
+ * a(i, j, k) is stored in one block per process, block q holding the points
+ * whose last index k lies in q's slab, [i][j][k] within it.  A process
+ * transposing reads only its own block of the other array: the pages it
+ * fetches hold what it reads and nothing else.  Stored plainly [i][j][k],
+ * every page of another process's slab held a share of every process's k
+ * range, and each process fetched all of the others' slabs for its share
+ * of them (on 2 processes twice the data, on 8 processes eight times).
  *
  * Afterwards process 0 repeats the computation sequentially in private
  * memory with the same 1-D transforms, compares the final field bit for
@@ -43,10 +52,10 @@ typedef struct {
 } dcomplex;
 
 /* Shared arrays, allocated by process 0 and distributed to the others. */
-static dcomplex *u;          /* [z][y][x]: the field */
-static dcomplex *spectrum;   /* [x][y][z]: the forward transform, evolved each iteration */
-static dcomplex *work;       /* [x][y][z]: this iteration's spectrum, z-transformed back */
-static double *twiddle;      /* [x][y][z]: the evolution factor */
+static dcomplex *u;          /* (z, y, x): the field */
+static dcomplex *spectrum;   /* (x, y, z): the forward transform, evolved each iteration */
+static dcomplex *work;       /* (x, y, z): this iteration's spectrum, z-transformed back */
+static double *twiddle;      /* (x, y, z): the evolution factor */
 static dcomplex *checksums;  /* one per iteration, summed under SUM_LOCK */
 
 static int size = 32;
@@ -54,7 +63,67 @@ static int iterations = 6;   /* as NAS FT */
 static dcomplex *roots;      /* private: exp(-2 pi i k / size), k < size/2 */
 static dcomplex *line;       /* private: one line being transformed */
 
-#define AT(array, a, b, c) (array)[((size_t)(a) * size + (b)) * size + (c)]
+/* How an array a(i, j, k) is split into blocks by its last index: block q
+ * holds k from first[q] to first[q + 1] - 1, stored [i][j][k - first[q]]. */
+typedef struct {
+  int blocks;
+  int *first;     /* blocks + 1 entries */
+  int *block_of;  /* size entries: the block of each k */
+} layout;
+
+static layout shared_layout;  /* a block per process */
+static layout whole_layout;   /* one block: plainly [i][j][k] (the sequential check) */
+
+/* The first point of block q. */
+static size_t block_start(const layout *l, int q)
+{
+  return (size_t)size * size * l->first[q];
+}
+
+static int block_width(const layout *l, int q)
+{
+  return l->first[q + 1] - l->first[q];
+}
+
+static size_t at(const layout *l, int i, int j, int k)
+{
+  int q = l->block_of[k];
+  return block_start(l, q) + ((size_t)i * size + j) * block_width(l, q) + (k - l->first[q]);
+}
+
+static bool make_layout(layout *l, int blocks)
+{
+  l->blocks = blocks;
+  l->first = malloc(((size_t)blocks + 1) * sizeof *l->first);
+  l->block_of = malloc((size_t)size * sizeof *l->block_of);
+  if (l->first == NULL || l->block_of == NULL)
+    return false;
+  for (int q = 0; q <= blocks; q++)
+    l->first[q] = (int)((long)q * size / blocks);
+  for (int q = 0; q < blocks; q++)
+    for (int k = l->first[q]; k < l->first[q + 1]; k++)
+      l->block_of[k] = q;
+  return true;
+}
+
+/* The line a(i, j, 0 .. size-1) into out, a run from each block. */
+static void load_line(dcomplex *out, const dcomplex *a, const layout *l, int i, int j)
+{
+  for (int q = 0; q < l->blocks; q++) {
+    int width = block_width(l, q);
+    memcpy(out + l->first[q], a + block_start(l, q) + ((size_t)i * size + j) * width,
+           (size_t)width * sizeof *out);
+  }
+}
+
+static void store_line(dcomplex *a, const dcomplex *in, const layout *l, int i, int j)
+{
+  for (int q = 0; q < l->blocks; q++) {
+    int width = block_width(l, q);
+    memcpy(a + block_start(l, q) + ((size_t)i * size + j) * width, in + l->first[q],
+           (size_t)width * sizeof *in);
+  }
+}
 
 static void usage(const char *program)
 {
@@ -86,18 +155,18 @@ static double random_at(uint64_t index)
   return (double)(h >> 11) * 0x1.0p-53;
 }
 
-static void initialize_plane(dcomplex *field, int z)
+static void initialize_plane(dcomplex *field, const layout *l, int z)
 {
   for (int y = 0; y < size; y++)
     for (int x = 0; x < size; x++) {
       uint64_t index = ((uint64_t)z * size + y) * size + x;
-      AT(field, z, y, x).re = random_at(2 * index);
-      AT(field, z, y, x).im = random_at(2 * index + 1);
+      field[at(l, z, y, x)].re = random_at(2 * index);
+      field[at(l, z, y, x)].im = random_at(2 * index + 1);
     }
 }
 
 /* The evolution factor of the x plane at wave number x. */
-static void initialize_twiddle_plane(double *factor, int x)
+static void initialize_twiddle_plane(double *factor, const layout *l, int x)
 {
   const double pi = 3.141592653589793238;
   int kx = x < size / 2 ? x : x - size;
@@ -105,7 +174,7 @@ static void initialize_twiddle_plane(double *factor, int x)
     int ky = y < size / 2 ? y : y - size;
     for (int z = 0; z < size; z++) {
       int kz = z < size / 2 ? z : z - size;
-      AT(factor, x, y, z) = exp(-4.0 * ALPHA * pi * pi * (double)(kx * kx + ky * ky + kz * kz));
+      factor[at(l, x, y, z)] = exp(-4.0 * ALPHA * pi * pi * (double)(kx * kx + ky * ky + kz * kz));
     }
   }
 }
@@ -142,68 +211,89 @@ static void fft_line(dcomplex *a, bool inverse)
   }
 }
 
-/* The x and y rounds of a transform, on z planes z0..z1-1 of field. */
-static void fft_xy(dcomplex *field, int z0, int z1, bool inverse)
+/* Transforms the line a(i, j, 0 .. size-1): in place where it is one run
+ * (a single block), else gathered from the blocks and put back. */
+static void fft_last_index(dcomplex *a, const layout *l, int i, int j, bool inverse)
+{
+  if (l->blocks == 1) {
+    fft_line(a + ((size_t)i * size + j) * size, inverse);
+    return;
+  }
+  load_line(line, a, l, i, j);
+  fft_line(line, inverse);
+  store_line(a, line, l, i, j);
+}
+
+/* The x and y rounds of a transform, on z planes z0..z1-1 of field(z, y, x). */
+static void fft_xy(dcomplex *field, const layout *l, int z0, int z1, bool inverse)
 {
   for (int z = z0; z < z1; z++) {
     for (int y = 0; y < size; y++)
-      fft_line(&AT(field, z, y, 0), inverse);
+      fft_last_index(field, l, z, y, inverse);
     for (int x = 0; x < size; x++) {
+      int q = l->block_of[x], width = block_width(l, q);
+      dcomplex *column = field + at(l, z, 0, x);  /* y runs width points apart */
       for (int y = 0; y < size; y++)
-        line[y] = AT(field, z, y, x);
+        line[y] = column[(size_t)y * width];
       fft_line(line, inverse);
       for (int y = 0; y < size; y++)
-        AT(field, z, y, x) = line[y];
+        column[(size_t)y * width] = line[y];
     }
   }
 }
 
-/* The z round, on x planes x0..x1-1 of an array stored [x][y][z]. */
-static void fft_z(dcomplex *transposed, int x0, int x1, bool inverse)
+/* The z round, on x planes x0..x1-1 of an array a(x, y, z). */
+static void fft_z(dcomplex *transposed, const layout *l, int x0, int x1, bool inverse)
 {
   for (int x = x0; x < x1; x++)
     for (int y = 0; y < size; y++)
-      fft_line(&AT(transposed, x, y, 0), inverse);
+      fft_last_index(transposed, l, x, y, inverse);
 }
 
-/* Fills x planes x0..x1-1 of to[x][y][z] from from[z][y][x]. */
-static void transpose_to_x_planes(dcomplex *to, const dcomplex *from, int x0, int x1)
+/* Fills planes i0..i1-1 of to(i, j, k) from from(k, j, i): a block of to at
+ * a time, whose k run is contiguous. */
+static void transpose(dcomplex *to, const dcomplex *from, const layout *l, int i0, int i1)
 {
-  for (int x = x0; x < x1; x++)
-    for (int y = 0; y < size; y++)
-      for (int z = 0; z < size; z++)
-        AT(to, x, y, z) = AT(from, z, y, x);
-}
-
-/* Fills z planes z0..z1-1 of to[z][y][x] from from[x][y][z]. */
-static void transpose_to_z_planes(dcomplex *to, const dcomplex *from, int z0, int z1)
-{
-  for (int z = z0; z < z1; z++)
-    for (int y = 0; y < size; y++)
-      for (int x = 0; x < size; x++)
-        AT(to, z, y, x) = AT(from, x, y, z);
+  for (int i = i0; i < i1; i++) {
+    int from_block = l->block_of[i], from_width = block_width(l, from_block);
+    const dcomplex *column = from + block_start(l, from_block) + (i - l->first[from_block]);
+    for (int q = 0; q < l->blocks; q++) {
+      int width = block_width(l, q);
+      for (int j = 0; j < size; j++) {
+        dcomplex *run = to + block_start(l, q) + ((size_t)i * size + j) * width;
+        for (int k = l->first[q]; k < l->first[q + 1]; k++)
+          run[k - l->first[q]] = column[((size_t)k * size + j) * from_width];
+      }
+    }
+  }
 }
 
 /* One time step on x planes x0..x1-1: evolves the spectrum and copies it
- * into the work array. */
-static void evolve(dcomplex *evolving, dcomplex *copy, const double *factor, int x0, int x1)
+ * into the work array (in each block, the planes' points are one run). */
+static void evolve(dcomplex *evolving, dcomplex *copy, const double *factor, const layout *l,
+                   int x0, int x1)
 {
-  for (size_t i = (size_t)x0 * size * size; i < (size_t)x1 * size * size; i++) {
-    evolving[i].re *= factor[i];
-    evolving[i].im *= factor[i];
-    copy[i] = evolving[i];
+  for (int q = 0; q < l->blocks; q++) {
+    size_t width = (size_t)block_width(l, q);
+    size_t begin = block_start(l, q) + (size_t)x0 * size * width;
+    size_t end = block_start(l, q) + (size_t)x1 * size * width;
+    for (size_t i = begin; i < end; i++) {
+      evolving[i].re *= factor[i];
+      evolving[i].im *= factor[i];
+      copy[i] = evolving[i];
+    }
   }
 }
 
 /* NAS FT's checksum terms that lie in z planes z0..z1-1, in order. */
-static dcomplex checksum_part(const dcomplex *field, int z0, int z1)
+static dcomplex checksum_part(const dcomplex *field, const layout *l, int z0, int z1)
 {
   dcomplex sum = {0.0, 0.0};
   for (int j = 1; j <= CHECKSUM_POINTS; j++) {
     int x = j % size, y = 3 * j % size, z = 5 * j % size;
     if (z >= z0 && z < z1) {
-      sum.re += AT(field, z, y, x).re;
-      sum.im += AT(field, z, y, x).im;
+      sum.re += field[at(l, z, y, x)].re;
+      sum.im += field[at(l, z, y, x)].im;
     }
   }
   return sum;
@@ -225,19 +315,20 @@ static dcomplex *solve_sequentially(dcomplex *sums)
     free(factor);
     return NULL;
   }
+  const layout *l = &whole_layout;
   for (int z = 0; z < size; z++)
-    initialize_plane(field, z);
+    initialize_plane(field, l, z);
   for (int x = 0; x < size; x++)
-    initialize_twiddle_plane(factor, x);
-  fft_xy(field, 0, size, false);
-  transpose_to_x_planes(evolving, field, 0, size);
-  fft_z(evolving, 0, size, false);
+    initialize_twiddle_plane(factor, l, x);
+  fft_xy(field, l, 0, size, false);
+  transpose(evolving, field, l, 0, size);
+  fft_z(evolving, l, 0, size, false);
   for (int t = 0; t < iterations; t++) {
-    evolve(evolving, copy, factor, 0, size);
-    fft_z(copy, 0, size, true);
-    transpose_to_z_planes(field, copy, 0, size);
-    fft_xy(field, 0, size, true);
-    sums[t] = checksum_part(field, 0, size);
+    evolve(evolving, copy, factor, l, 0, size);
+    fft_z(copy, l, 0, size, true);
+    transpose(field, copy, l, 0, size);
+    fft_xy(field, l, 0, size, true);
+    sums[t] = checksum_part(field, l, 0, size);
   }
   free(evolving);
   free(copy);
@@ -308,29 +399,32 @@ int main(int argc, char **argv)
   Tmk_barrier(0);
 
   /* Planes are dealt out in slabs that differ by at most one plane; the
-   * same numbers select this process's z planes of u and x planes of the
-   * transposed arrays. */
-  int first = (int)((long)Tmk_proc_id * size / Tmk_nprocs);
-  int last = (int)((long)(Tmk_proc_id + 1) * size / Tmk_nprocs);
+   * same numbers select this process's z planes of u, its x planes of the
+   * transposed arrays and its block of each. */
+  const layout *l = &shared_layout;
+  if (!make_layout(&shared_layout, (int)Tmk_nprocs) || !make_layout(&whole_layout, 1))
+    Tmk_errexit("fft: out of memory");
+  int first = l->first[Tmk_proc_id];
+  int last = l->first[Tmk_proc_id + 1];
 
   for (int z = first; z < last; z++)
-    initialize_plane(u, z);
+    initialize_plane(u, l, z);
   for (int x = first; x < last; x++)
-    initialize_twiddle_plane(twiddle, x);
+    initialize_twiddle_plane(twiddle, l, x);
   Tmk_barrier(0);
 
   double start = seconds_now();
-  fft_xy(u, first, last, false);
+  fft_xy(u, l, first, last, false);
   Tmk_barrier(1);
-  transpose_to_x_planes(spectrum, u, first, last);
-  fft_z(spectrum, first, last, false);
+  transpose(spectrum, u, l, first, last);
+  fft_z(spectrum, l, first, last, false);
   for (int t = 0; t < iterations; t++) {
-    evolve(spectrum, work, twiddle, first, last);
-    fft_z(work, first, last, true);
+    evolve(spectrum, work, twiddle, l, first, last);
+    fft_z(work, l, first, last, true);
     Tmk_barrier(2);
-    transpose_to_z_planes(u, work, first, last);
-    fft_xy(u, first, last, true);
-    dcomplex part = checksum_part(u, first, last);
+    transpose(u, work, l, first, last);
+    fft_xy(u, l, first, last, true);
+    dcomplex part = checksum_part(u, l, first, last);
     Tmk_lock_acquire(SUM_LOCK);
     checksums[t].re += part.re;
     checksums[t].im += part.im;
@@ -350,14 +444,18 @@ int main(int argc, char **argv)
     Tmk_errexit("fft: cannot allocate the arrays for the sequential check");
   long mismatches = 0;
   char detail[200] = "";
-  for (size_t i = 0; i < points; i++) {
-    if (memcmp(&u[i], &expected[i], sizeof u[i]) != 0) {
-      if (mismatches == 0)
-        snprintf(detail, sizeof detail, "; point %zu is (%.17g, %.17g), expected (%.17g, %.17g)",
-                 i, u[i].re, u[i].im, expected[i].re, expected[i].im);
-      mismatches++;
-    }
-  }
+  for (int z = 0; z < size; z++)
+    for (int y = 0; y < size; y++)
+      for (int x = 0; x < size; x++) {
+        const dcomplex *got = &u[at(l, z, y, x)], *want = &expected[at(&whole_layout, z, y, x)];
+        if (memcmp(got, want, sizeof *got) != 0) {
+          if (mismatches == 0)
+            snprintf(detail, sizeof detail,
+                     "; point (z %d, y %d, x %d) is (%.17g, %.17g), expected (%.17g, %.17g)", z,
+                     y, x, got->re, got->im, want->re, want->im);
+          mismatches++;
+        }
+      }
   int bad_sums = 0;
   for (int t = 0; t < iterations; t++) {
     double error = hypot(checksums[t].re - sums[t].re, checksums[t].im - sums[t].im);
