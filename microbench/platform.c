@@ -1,0 +1,295 @@
+/*
+ * platform — what this machine charges for the system operations the
+ * runtime is made of, measured without the runtime: the floor under every
+ * other figure.
+ *
+ *   syscall          the cheapest system call (getppid)
+ *   eventfd-empty    a read of an empty event fd (EAGAIN), as a look for a
+ *                    wake-up that did not come
+ *   epoll-ctl        one EPOLL_CTL_MOD, as muting or listening to a channel
+ *   unix-datagram    a 1-byte datagram sent and received on a socket pair,
+ *                    as UCX's shared memory transport wakes a sleeping peer
+ *   mprotect-1       PROT_NONE on 1 page of a shared memfd mapping whose
+ *   mprotect-32      pages are mapped (and back), as an invalidation: the
+ *                    time of the PROT_NONE call, with no other thread
+ *   mprotect-1-busy  the same while a second thread of the process runs on
+ *   mprotect-32-busy another CPU (it must be interrupted to flush its TLB)
+ *   first-touch      the first write to a page of a fresh memfd mapping
+ *
+ * Each case is timed in RUNS runs of ITERATIONS operations; the figure is
+ * the median of the runs' means.  With --csv, rows under the header that
+ * the other microbenchmarks print (nprocs 1, substrate and notify "none").
+ *
+ * Usage: platform [-c CASE] [-i ITERATIONS] [-r RUNS] [--csv]
+ */
+#define _GNU_SOURCE
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RUNS 1000
+#define PAGE 4096
+#define SLOTS 64  /* distinct page runs the mprotect cases cycle through */
+
+static int iterations = 2000, runs = 7;
+static bool csv = false;
+
+static double now_us(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
+
+static void fail(const char *what)
+{
+  perror(what);
+  exit(1);
+}
+
+static int compare(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void report(const char *name, double *means)
+{
+  qsort(means, (size_t)runs, sizeof *means, compare);
+  double median = means[runs / 2];
+  if (csv)
+    printf("platform,%s,1,none,none,%.3f\n", name, median);
+  else
+    printf("%-17s %9.3f us per operation (median of %d runs of %d; fastest %.3f, slowest %.3f)\n",
+           name, median, runs, iterations, means[0], means[runs - 1]);
+}
+
+static void time_syscall(const char *name)
+{
+  double means[MAX_RUNS];
+  for (int r = 0; r < runs; r++) {
+    double start = now_us();
+    for (int i = 0; i < iterations; i++)
+      syscall(SYS_getppid);
+    means[r] = (now_us() - start) / iterations;
+  }
+  report(name, means);
+}
+
+static void time_eventfd_empty(const char *name)
+{
+  int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd < 0)
+    fail("eventfd");
+  double means[MAX_RUNS];
+  uint64_t value;
+  for (int r = 0; r < runs; r++) {
+    double start = now_us();
+    for (int i = 0; i < iterations; i++)
+      if (read(fd, &value, sizeof value) >= 0)
+        fail("read of an empty eventfd succeeded");
+    means[r] = (now_us() - start) / iterations;
+  }
+  close(fd);
+  report(name, means);
+}
+
+static void time_epoll_ctl(const char *name)
+{
+  int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), ep = epoll_create1(EPOLL_CLOEXEC);
+  if (fd < 0 || ep < 0)
+    fail("eventfd or epoll_create1");
+  struct epoll_event event = {.events = EPOLLIN, .data.fd = fd};
+  if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &event) != 0)
+    fail("epoll_ctl");
+  double means[MAX_RUNS];
+  for (int r = 0; r < runs; r++) {
+    double start = now_us();
+    for (int i = 0; i < iterations; i++) {
+      event.events = (i & 1) ? EPOLLIN | EPOLLONESHOT : 0;
+      if (epoll_ctl(ep, EPOLL_CTL_MOD, fd, &event) != 0)
+        fail("epoll_ctl");
+    }
+    means[r] = (now_us() - start) / iterations;
+  }
+  close(ep);
+  close(fd);
+  report(name, means);
+}
+
+static void time_unix_datagram(const char *name)
+{
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0)
+    fail("socketpair");
+  double means[MAX_RUNS];
+  char byte = 0;
+  for (int r = 0; r < runs; r++) {
+    double start = now_us();
+    for (int i = 0; i < iterations; i++)
+      if (send(pair[0], &byte, 1, 0) != 1 || recv(pair[1], &byte, 1, 0) != 1)
+        fail("send or recv");
+    means[r] = (now_us() - start) / iterations;
+  }
+  close(pair[0]);
+  close(pair[1]);
+  report(name, means);
+}
+
+static atomic_bool stop_spinning;
+
+static void *spin(void *unused)
+{
+  (void)unused;
+  while (!atomic_load_explicit(&stop_spinning, memory_order_relaxed)) {
+  }
+  return NULL;
+}
+
+/* A shared memfd mapping of bytes, its pages written (mapped) when touch. */
+static char *shared_mapping(size_t bytes, bool touch)
+{
+  int fd = memfd_create("platform", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0)
+    fail("memfd_create");
+  char *memory = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (memory == MAP_FAILED)
+    fail("mmap");
+  close(fd);
+  if (touch)
+    memset(memory, 1, bytes);
+  return memory;
+}
+
+/* PROT_NONE on runs of pages (timed), then read-write again and written,
+ * so that the next time they are mapped pages again. */
+static void time_mprotect(const char *name, int pages, bool busy)
+{
+  size_t run = (size_t)pages * PAGE, bytes = run * 2 * SLOTS;
+  char *memory = shared_mapping(bytes, true);
+  pthread_t sibling;
+  atomic_store(&stop_spinning, false);
+  if (busy && pthread_create(&sibling, NULL, spin, NULL) != 0)
+    fail("pthread_create");
+  usleep(10000);  /* the sibling is running */
+  double means[MAX_RUNS];
+  for (int r = 0; r < runs; r++) {
+    double total = 0;
+    for (int i = 0; i < iterations; i++) {
+      char *at = memory + (size_t)(i % SLOTS) * run * 2;  /* runs apart: never merged */
+      double start = now_us();
+      if (mprotect(at, run, PROT_NONE) != 0)
+        fail("mprotect");
+      total += now_us() - start;
+      if (mprotect(at, run, PROT_READ | PROT_WRITE) != 0)
+        fail("mprotect");
+      for (int p = 0; p < pages; p++)
+        at[(size_t)p * PAGE] = 1;
+    }
+    means[r] = total / iterations;
+  }
+  if (busy) {
+    atomic_store(&stop_spinning, true);
+    pthread_join(sibling, NULL);
+  }
+  munmap(memory, bytes);
+  report(name, means);
+}
+
+static void time_first_touch(const char *name)
+{
+  double means[MAX_RUNS];
+  for (int r = 0; r < runs; r++) {
+    size_t bytes = (size_t)iterations * PAGE;
+    char *memory = shared_mapping(bytes, false);
+    double start = now_us();
+    for (int i = 0; i < iterations; i++)
+      memory[(size_t)i * PAGE] = 1;
+    means[r] = (now_us() - start) / iterations;
+    munmap(memory, bytes);
+  }
+  report(name, means);
+}
+
+static void usage(const char *why)
+{
+  fprintf(stderr,
+          "platform: %s\n"
+          "usage: platform [-c CASE] [-i ITERATIONS] [-r RUNS] [--csv]\n"
+          "  cases: syscall eventfd-empty epoll-ctl unix-datagram mprotect-1 mprotect-32\n"
+          "         mprotect-1-busy mprotect-32-busy first-touch (default: all)\n",
+          why);
+  exit(2);
+}
+
+static int count(const char *text, long max)
+{
+  char *end;
+  long value = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < 1 || value > max)
+    return -1;
+  return (int)value;
+}
+
+int main(int argc, char **argv)
+{
+  const char *only = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--csv") == 0) {
+      csv = true;
+    } else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
+      only = argv[++i];
+    } else if (strcmp(argv[i], "-i") == 0 && i + 1 < argc) {
+      if ((iterations = count(argv[++i], 100000000)) < 0)
+        usage("-i takes a number of operations from 1");
+    } else if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) {
+      if ((runs = count(argv[++i], MAX_RUNS)) < 0)
+        usage("-r takes a number of runs from 1 to 1000");
+    } else {
+      usage("unknown option");
+    }
+  }
+  struct {
+    const char *name;
+    void (*time)(const char *);
+  } plain[] = {{"syscall", time_syscall},
+               {"eventfd-empty", time_eventfd_empty},
+               {"epoll-ctl", time_epoll_ctl},
+               {"unix-datagram", time_unix_datagram},
+               {"first-touch", time_first_touch}};
+  struct {
+    const char *name;
+    int pages;
+    bool busy;
+  } protect[] = {{"mprotect-1", 1, false},
+                 {"mprotect-32", 32, false},
+                 {"mprotect-1-busy", 1, true},
+                 {"mprotect-32-busy", 32, true}};
+  bool known = only == NULL;
+  for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+    known = known || strcmp(only, plain[i].name) == 0;
+  for (size_t i = 0; i < sizeof protect / sizeof protect[0]; i++)
+    known = known || strcmp(only, protect[i].name) == 0;
+  if (!known)
+    usage("unknown case");
+  if (csv)
+    printf("benchmark,case,nprocs,substrate,notify,us_per_op\n");
+  for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+    if (only == NULL || strcmp(only, plain[i].name) == 0)
+      plain[i].time(plain[i].name);
+  for (size_t i = 0; i < sizeof protect / sizeof protect[0]; i++)
+    if (only == NULL || strcmp(only, protect[i].name) == 0)
+      time_mprotect(protect[i].name, protect[i].pages, protect[i].busy);
+  return 0;
+}
