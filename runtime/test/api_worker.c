@@ -977,10 +977,12 @@ static void lost_process(const char *what) {
   Tmk_exit(4);
 }
 
-/* Resident memory stays flat over many thousands of intervals: every
- * process updates a shared array under locks, with a barrier every few
- * rounds or (memory-locks) none until the end. */
+/* Resident memory stays flat over thousands of intervals: in each round
+ * every process rewrites a page of a shared array under that page's lock
+ * (a whole page, so that garbage builds up quickly without collections),
+ * with a barrier every few rounds or (memory-locks) none until the end. */
 static void memory(const char *scenario, int with_barriers) {
+  enum { words = PAGE_WORDS };  /* updated per round */
   int round, i, n = 32 * PAGE_WORDS;
   long early = 0, late = 0;
   if (Tmk_proc_id == 0) {
@@ -990,10 +992,10 @@ static void memory(const char *scenario, int with_barriers) {
   }
   Tmk_barrier(0);
   for (round = 1; round <= iterations; round++) {
-    int slot = (int)((round * 7919u + Tmk_proc_id * 104729u) % (unsigned)(n / 64)) * 64;
-    Tmk_lock_acquire(slot % 32);
-    for (i = 0; i < 64; i++) shared_ints[slot + i] += 1;
-    Tmk_lock_release(slot % 32);
+    int slot = (int)((round * 7919u + Tmk_proc_id * 104729u) % (unsigned)(n / words)) * words;
+    Tmk_lock_acquire(slot / words % 32);
+    for (i = 0; i < words; i++) shared_ints[slot + i] += 1;
+    Tmk_lock_release(slot / words % 32);
     if (with_barriers && round % 8 == 0) Tmk_barrier(1);
     if (round == iterations / 2 || round == iterations) {
       long pages = 0, resident = 0;
@@ -1009,7 +1011,8 @@ static void memory(const char *scenario, int with_barriers) {
   {
     long total = 0;
     for (i = 0; i < n; i++) total += shared_ints[i];
-    check(total == 64L * iterations * Tmk_nprocs, "the sum of all updates", total, 64L * iterations * Tmk_nprocs);
+    check(total == (long)words * iterations * Tmk_nprocs, "the sum of all updates", total,
+          (long)words * iterations * Tmk_nprocs);
   }
   if (Tmk_proc_id == 0) printf("resident: %ld kB half-way, %ld kB at the end\n", early, late);
   check(late <= early + 8192, "resident kB at the end against half-way (+8 MB)", late, early);
