@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #define MAX_RUNS 1000
+#define MAX_ITERATIONS 100000  /* first-touch maps that many fresh pages: 400 MB */
 #define PAGE 4096
 #define SLOTS 64  /* distinct page runs the mprotect cases cycle through */
 
@@ -251,8 +252,8 @@ int main(int argc, char **argv)
     } else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
       only = argv[++i];
     } else if (strcmp(argv[i], "-i") == 0 && i + 1 < argc) {
-      if ((iterations = count(argv[++i], 100000000)) < 0)
-        usage("-i takes a number of operations from 1");
+      if ((iterations = count(argv[++i], MAX_ITERATIONS)) < 0)
+        usage("-i takes a number of operations from 1 to 100000");
     } else if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) {
       if ((runs = count(argv[++i], MAX_RUNS)) < 0)
         usage("-r takes a number of runs from 1 to 1000");
