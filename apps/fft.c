@@ -160,8 +160,9 @@ static void initialize_plane(dcomplex *field, const layout *l, int z)
   for (int y = 0; y < size; y++)
     for (int x = 0; x < size; x++) {
       uint64_t index = ((uint64_t)z * size + y) * size + x;
-      field[at(l, z, y, x)].re = random_at(2 * index);
-      field[at(l, z, y, x)].im = random_at(2 * index + 1);
+      dcomplex *point = &field[at(l, z, y, x)];
+      point->re = random_at(2 * index);
+      point->im = random_at(2 * index + 1);
     }
 }
 
@@ -292,8 +293,9 @@ static dcomplex checksum_part(const dcomplex *field, const layout *l, int z0, in
   for (int j = 1; j <= CHECKSUM_POINTS; j++) {
     int x = j % size, y = 3 * j % size, z = 5 * j % size;
     if (z >= z0 && z < z1) {
-      sum.re += field[at(l, z, y, x)].re;
-      sum.im += field[at(l, z, y, x)].im;
+      const dcomplex *point = &field[at(l, z, y, x)];
+      sum.re += point->re;
+      sum.im += point->im;
     }
   }
   return sum;
