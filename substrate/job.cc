@@ -211,8 +211,9 @@ result<std::unique_ptr<job>> job::start(const launch_config& config, int nprocs_
 // off.  TMK_BIND=auto pins only when the host has a core for every process
 // of the job, TMK_BIND=core always.  The default, TMK_BIND=none, leaves
 // placement to the kernel: a pinned service thread can only spin on its own
-// caller's core, and Jacobi at 2 processes on 2 cores took 0.217 s unpinned
-// against 0.252 s pinned (SOR the same either way).
+// caller's core, and a program bound by lock transfers (api_worker
+// memory-locks) took 3 times as long with 3 or 4 processes pinned on the 2
+// cores of BENCHMARKS.md, though SOR and Jacobi on 8 ran 6-22% faster.
 void job::bind_to_core() {
   if (config_.bind == bind_mode::none) return;
   cpu_set_t allowed;
