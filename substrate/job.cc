@@ -213,7 +213,7 @@ result<std::unique_ptr<job>> job::start(const launch_config& config, int nprocs_
 // placement to the kernel: a pinned service thread can only spin on its own
 // caller's core, and a program bound by lock transfers (api_worker
 // memory-locks) took 3 times as long with 3 or 4 processes pinned on the 2
-// cores of BENCHMARKS.md, though SOR and Jacobi on 8 ran 6-22% faster.
+// cores of BENCHMARKS.md, though SOR and Jacobi on 8 took 6-22% less time.
 void job::bind_to_core() {
   if (config_.bind == bind_mode::none) return;
   cpu_set_t allowed;
