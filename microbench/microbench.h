@@ -14,12 +14,15 @@
  * Usage: NAME [-c CASE] [-i ITERATIONS] [-r RUNS] [--csv] [-- tmk options]
  *
  * Plain C11 over Tmk.h, like the programs a TreadMarks user writes.  Each
- * benchmark is one translation unit that includes this header once.
+ * benchmark is one translation unit that includes this header once.  What
+ * needs no runtime (number options, the clock, sorting) is in measure.h.
  */
 #ifndef MICROBENCH_H
 #define MICROBENCH_H
 
 #include <Tmk.h>
+
+#include "measure.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -60,16 +63,6 @@ static inline void microbench_usage(const struct microbench_options *options, co
     fprintf(stderr, " (default %s)\n", options->cases[0]);
   }
   exit(2);
-}
-
-/* Parses a decimal number in [1, max], or returns -1. */
-static inline int microbench_count(const char *text, long max)
-{
-  char *end;
-  long value = strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 1 || value > max)
-    return -1;
-  return (int)value;
 }
 
 /* Parses the benchmark's own options, which stop at "--"; tmk's follow it
@@ -123,25 +116,6 @@ static inline void microbench_parse(struct microbench_options *options, int argc
   }
   if (optind < argc && strcmp(argv[optind - 1], "--") != 0)
     microbench_usage(options, "unexpected argument");
-}
-
-static inline double microbench_now_us(void)
-{
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (double)now.tv_sec * 1e6 + (double)now.tv_nsec * 1e-3;
-}
-
-/* Sorts values in place (insertion sort: a handful of runs). */
-static inline void microbench_sort(double *values, int count)
-{
-  for (int i = 1; i < count; i++) {
-    double value = values[i];
-    int j = i;
-    for (; j > 0 && values[j - 1] > value; j--)
-      values[j] = values[j - 1];
-    values[j] = value;
-  }
 }
 
 /*

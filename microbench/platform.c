@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "measure.h"
+
 #define MAX_RUNS 1000
 #define MAX_ITERATIONS 100000  /* first-touch maps that many fresh pages: 400 MB */
 #define PAGE 4096
@@ -46,28 +48,15 @@
 static int iterations = 2000, runs = 7;
 static bool csv = false;
 
-static double now_us(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
-}
-
 static void fail(const char *what)
 {
   perror(what);
   exit(1);
 }
 
-static int compare(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static void report(const char *name, double *means)
 {
-  qsort(means, (size_t)runs, sizeof *means, compare);
+  microbench_sort(means, runs);
   double median = means[runs / 2];
   if (csv)
     printf("platform,%s,1,none,none,%.3f\n", name, median);
@@ -80,10 +69,10 @@ static void time_syscall(const char *name)
 {
   double means[MAX_RUNS];
   for (int r = 0; r < runs; r++) {
-    double start = now_us();
+    double start = microbench_now_us();
     for (int i = 0; i < iterations; i++)
       syscall(SYS_getppid);
-    means[r] = (now_us() - start) / iterations;
+    means[r] = (microbench_now_us() - start) / iterations;
   }
   report(name, means);
 }
@@ -96,11 +85,11 @@ static void time_eventfd_empty(const char *name)
   double means[MAX_RUNS];
   uint64_t value;
   for (int r = 0; r < runs; r++) {
-    double start = now_us();
+    double start = microbench_now_us();
     for (int i = 0; i < iterations; i++)
       if (read(fd, &value, sizeof value) >= 0)
         fail("read of an empty eventfd succeeded");
-    means[r] = (now_us() - start) / iterations;
+    means[r] = (microbench_now_us() - start) / iterations;
   }
   close(fd);
   report(name, means);
@@ -116,13 +105,13 @@ static void time_epoll_ctl(const char *name)
     fail("epoll_ctl");
   double means[MAX_RUNS];
   for (int r = 0; r < runs; r++) {
-    double start = now_us();
+    double start = microbench_now_us();
     for (int i = 0; i < iterations; i++) {
       event.events = (i & 1) ? EPOLLIN | EPOLLONESHOT : 0;
       if (epoll_ctl(ep, EPOLL_CTL_MOD, fd, &event) != 0)
         fail("epoll_ctl");
     }
-    means[r] = (now_us() - start) / iterations;
+    means[r] = (microbench_now_us() - start) / iterations;
   }
   close(ep);
   close(fd);
@@ -137,11 +126,11 @@ static void time_unix_datagram(const char *name)
   double means[MAX_RUNS];
   char byte = 0;
   for (int r = 0; r < runs; r++) {
-    double start = now_us();
+    double start = microbench_now_us();
     for (int i = 0; i < iterations; i++)
       if (send(pair[0], &byte, 1, 0) != 1 || recv(pair[1], &byte, 1, 0) != 1)
         fail("send or recv");
-    means[r] = (now_us() - start) / iterations;
+    means[r] = (microbench_now_us() - start) / iterations;
   }
   close(pair[0]);
   close(pair[1]);
@@ -189,10 +178,10 @@ static void time_mprotect(const char *name, int pages, bool busy)
     double total = 0;
     for (int i = 0; i < iterations; i++) {
       char *at = memory + (size_t)(i % SLOTS) * run * 2;  /* runs apart: never merged */
-      double start = now_us();
+      double start = microbench_now_us();
       if (mprotect(at, run, PROT_NONE) != 0)
         fail("mprotect");
-      total += now_us() - start;
+      total += microbench_now_us() - start;
       if (mprotect(at, run, PROT_READ | PROT_WRITE) != 0)
         fail("mprotect");
       for (int p = 0; p < pages; p++)
@@ -214,10 +203,10 @@ static void time_first_touch(const char *name)
   for (int r = 0; r < runs; r++) {
     size_t bytes = (size_t)iterations * PAGE;
     char *memory = shared_mapping(bytes, false);
-    double start = now_us();
+    double start = microbench_now_us();
     for (int i = 0; i < iterations; i++)
       memory[(size_t)i * PAGE] = 1;
-    means[r] = (now_us() - start) / iterations;
+    means[r] = (microbench_now_us() - start) / iterations;
     munmap(memory, bytes);
   }
   report(name, means);
@@ -234,15 +223,6 @@ static void usage(const char *why)
   exit(2);
 }
 
-static int count(const char *text, long max)
-{
-  char *end;
-  long value = strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 1 || value > max)
-    return -1;
-  return (int)value;
-}
-
 int main(int argc, char **argv)
 {
   const char *only = NULL;
@@ -252,10 +232,10 @@ int main(int argc, char **argv)
     } else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
       only = argv[++i];
     } else if (strcmp(argv[i], "-i") == 0 && i + 1 < argc) {
-      if ((iterations = count(argv[++i], MAX_ITERATIONS)) < 0)
+      if ((iterations = microbench_count(argv[++i], MAX_ITERATIONS)) < 0)
         usage("-i takes a number of operations from 1 to 100000");
     } else if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) {
-      if ((runs = count(argv[++i], MAX_RUNS)) < 0)
+      if ((runs = microbench_count(argv[++i], MAX_RUNS)) < 0)
         usage("-r takes a number of runs from 1 to 1000");
     } else {
       usage("unknown option");
