@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -157,6 +158,7 @@ job::~job() {
     if (connection && connection->fd >= 0) close(connection->fd);
   close(failure_fd_);
   close(wake_fd_);
+  if (shared_lines_ != nullptr) munmap(shared_lines_, shared_bytes_);
   if (current_job == this) current_job = nullptr;
 }
 
@@ -245,7 +247,16 @@ void job::bind_to_core() {
   }
 }
 
+void* job::shared_line(int of_rank) const {
+  if (shared_lines_ == nullptr || of_rank < 0 || of_rank >= size_) return nullptr;
+  return static_cast<std::byte*>(shared_lines_) + static_cast<std::size_t>(of_rank) * 64;
+}
+
 status job::start_fork(int nprocs) {
+  shared_bytes_ = static_cast<std::size_t>(nprocs) * 64;
+  void* lines = mmap(nullptr, shared_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (lines == MAP_FAILED) return errno_status("mapping memory shared by the job's processes");
+  shared_lines_ = lines;
   connections_.resize(nprocs);
   std::vector<int> child_ends(nprocs, -1);
   for (int child = 1; child < nprocs; ++child) {

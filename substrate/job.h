@@ -82,6 +82,11 @@ class job {
   status failure() const;
   // An eventfd that becomes readable once failed(); never drained.
   int failure_fd() const { return failure_fd_; }
+  // Memory every process of the job maps, zeroed at start-up: one 64-byte
+  // line per rank (shared_line(rank)).  Only where process 0 forked the
+  // others (null otherwise: processes on other hosts share nothing).
+  void* shared_line(int of_rank) const;
+
   // Called on the monitor thread when a failure is recorded, so that a
   // blocked waiter can look at failed().
   void add_failure_listener(std::function<void()> listener);
@@ -146,6 +151,8 @@ class job {
   bool stop_monitor_ = false;
   std::thread monitor_;
   bool mpi_initialized_ = false;
+  void* shared_lines_ = nullptr;  // fork mode: mapped before the fork
+  std::size_t shared_bytes_ = 0;
 };
 
 }  // namespace tmk

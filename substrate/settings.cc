@@ -22,6 +22,10 @@ const setting_description substrate_table[] = {
      "time a caller spins for its reply before blocking on the event fd, and again after each "
      "wake-up that does not complete the reply (microseconds; when the host's processes "
      "outnumber its cores, the caller yields its core between looks)"},
+    {"TMK_DOORBELL", "on",
+     "how a request wakes a sleeping service thread over UCX when process 0 forked the job: "
+     "on (a flag and futex in memory the processes share, rung only when nobody polls) or off "
+     "(UCX's event fd, armed before each sleep)"},
     {"TMK_MAX_MESSAGE", "256M", "largest message the substrate accepts (bytes, K/M/G suffix)"},
     {"TMK_WARM_UP", "1M",
      "largest message exchanged at start-up to open connections and touch buffers before the "

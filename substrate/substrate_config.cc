@@ -88,6 +88,12 @@ result<substrate_config> substrate_config::from_environment() {
     if (!parsed) return parsed.error();
     config.outstanding = static_cast<unsigned>(*parsed);
   }
+  if (auto value = setting_value("TMK_DOORBELL")) {
+    static const char* const words[] = {"on", "off"};
+    auto choice = parse_choice("TMK_DOORBELL", *value, words);
+    if (!choice) return choice.error();
+    config.doorbell = *choice == 0;
+  }
   return config;
 }
 

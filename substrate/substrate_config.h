@@ -31,6 +31,7 @@ struct substrate_config {
   std::size_t max_message = std::size_t{256} << 20;
   std::size_t warm_up_bytes = std::size_t{1} << 20;
   unsigned outstanding = 2;
+  bool doorbell = true;  // TMK_DOORBELL: where the job allows (see transport.h)
 
   static result<substrate_config> from_environment();
 };

@@ -11,7 +11,9 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +56,18 @@ struct serving_scope {
   ~serving_scope() { serving_flag = false; }
 };
 using clock_type = std::chrono::steady_clock;
+
+// Not FUTEX_PRIVATE: the word is in memory the job's processes share.
+void futex_wake(std::atomic<std::uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+}
+// False when the timeout ended the wait.
+bool futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen, const timespec& timeout) {
+  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, &timeout,
+                 nullptr, 0) == 0 ||
+         errno != ETIMEDOUT;
+}
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 }  // namespace
 
 result<std::unique_ptr<transport>> transport::create(job& owner, const substrate_config& config) {
@@ -95,7 +109,11 @@ bool transport::serving_requests() { return serving_flag; }
 
 status transport::start(request_handler handler) {
   if (service_.joinable()) return status(status_code::invalid_argument, "already started");
-  if (service_epoll_ < 0) {
+  static_assert(sizeof(doorbell) <= 64);
+  // Every process of the job reads the same settings, so all ring or none.
+  doorbells_ = config_.doorbell && config_.notify == notify_mode::interrupt &&
+               supports_doorbell() && job_.shared_line(rank_) != nullptr;
+  if (!doorbells_ && service_epoll_ < 0) {
     service_epoll_ = epoll_create1(EPOLL_CLOEXEC);
     if (service_epoll_ < 0) return errno_status("epoll_create1");
     epoll_event wake{};
@@ -121,7 +139,13 @@ status transport::start(request_handler handler) {
 void transport::stop() {
   if (!service_.joinable()) return;
   stopping_.store(true);
-  ring_event_fd(wake_fd_);
+  if (doorbells_) {
+    doorbell& mine = bell_of(rank_);
+    mine.rings.fetch_add(1);
+    futex_wake(mine.rings);
+  } else {
+    ring_event_fd(wake_fd_);
+  }
   service_.join();
 }
 
@@ -162,6 +186,12 @@ void transport::service_loop() {
     bool caller_free = caller_asleep_.load(std::memory_order_relaxed) &&
                        !caller_woken_.load(std::memory_order_relaxed);
     if (clock_type::now() - last_activity < (caller_free ? idle_window : busy_window)) continue;
+    if (doorbells_) {
+      if (!settled(channel::request)) continue;
+      sleep_on_doorbell(own);
+      last_activity = clock_type::now();
+      continue;
+    }
     if (!arm(channel::request)) continue;
     // Asleep, the thread lets go of the request channel: a caller spinning
     // in a wait may take it meanwhile and serve what comes.
@@ -195,6 +225,43 @@ void transport::service_loop() {
     last_activity = clock_type::now();
   }
   serving_flag = false;
+}
+
+// Marked asleep before the last look at the channel, as a sender puts its
+// message in before it looks at the mark (ring): either this thread sees
+// the message or the sender sees the mark and rings.  A caller may take the
+// channel meanwhile; a ring that reaches this thread then (one sent before
+// the caller's mark was seen) makes it wait for the channel, woken.
+void transport::sleep_on_doorbell(std::unique_lock<std::mutex>& own) {
+  doorbell& mine = bell_of(rank_);
+  std::uint32_t seen = mine.rings.load();
+  mine.asleep.store(1);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (progress(channel::request) != 0) {
+    mine.asleep.store(0);
+    return;
+  }
+  serving_flag = false;
+  own.unlock();
+  static constexpr timespec second{1, 0};
+  bool rung = futex_wait(mine.rings, seen, second);
+  mine.asleep.store(0);
+  own.lock();
+  serving_flag = true;
+  service_wakeups_.fetch_add(1, std::memory_order_relaxed);
+  // Woken by the timeout, the thread should find nothing: a request that
+  // waited for it is a ring missed.
+  if (!rung && progress(channel::request) != 0)
+    TMK_LOG(warn, "service thread: a request waited a second for its doorbell");
+}
+
+void transport::ring(int peer) {
+  if (!doorbells_) return;
+  doorbell& bell = bell_of(peer);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (bell.polled.load() != 0 || bell.asleep.load() == 0 || bell.asleep.exchange(0) == 0) return;
+  bell.rings.fetch_add(1);
+  futex_wake(bell.rings);
 }
 
 void transport::set_caller_idle(bool idle) {
@@ -309,6 +376,7 @@ status transport::send(channel from, int peer, channel to, message_kind kind, in
   header.sequence = sequence;
   causal_release();
   status sent = post(from, peer, to, header, payload, length);
+  if (sent && to == channel::request) ring(peer);
   if (sent && peer == rank_ && to == channel::reply)
     caller_woken_.store(true, std::memory_order_relaxed);
   if (sent && kind != message_kind::warm_up && kind != message_kind::warm_up_reply) {
@@ -638,8 +706,12 @@ bool transport::serve_while_waiting(channel_hold& hold) {
   if (config_.notify == notify_mode::poll || !service_.joinable()) return false;
   if (!hold.own.owns_lock()) {
     if (!hold.own.try_lock()) return false;
-    if (mute_on_hold_) listen_for_requests(false);
-    hold.muted = mute_on_hold_;
+    if (doorbells_) {
+      bell_of(rank_).polled.store(1);
+    } else {
+      if (mute_on_hold_) listen_for_requests(false);
+      hold.muted = mute_on_hold_;
+    }
   }
   serving_scope serving;
   if (progress(channel::request) == 0) return false;
@@ -679,6 +751,21 @@ bool transport::serve_while_waiting(channel_hold& hold) {
 // look is never cleared unseen.
 void transport::hand_back(channel_hold& hold) {
   if (!hold.own.owns_lock()) return;
+  if (doorbells_) {
+    // Unmarked before the last look, as the service thread marks itself
+    // asleep (sleep_on_doorbell); a send still going out is finished here,
+    // since nobody else moves it while the service thread sleeps.
+    bell_of(rank_).polled.store(0);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    {
+      serving_scope serving;
+      while ((progress(channel::request) != 0 || !settled(channel::request)) && !job_.failed())
+        progress(channel::reply);
+    }
+    hold.served = false;
+    hold.own.unlock();
+    return;
+  }
   mute_on_hold_ = hold.served || !core_per_process_;
   while (true) {
     bool deaf = service_deaf_.exchange(false);

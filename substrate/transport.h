@@ -26,6 +26,16 @@
 // wait wakes nobody (a woken thread takes a core from a spinning process),
 // and restores it when it lets go.
 //
+// Doorbells (TMK_DOORBELL, UCX in a job process 0 forked): the service
+// thread sleeps on a futex in memory every process of the job shares,
+// never arming the request channel, and a sender rings it after its
+// message is in, only if the service thread sleeps and no caller holds the
+// channel.  Armed, UCX makes the first sender after every sleep signal the
+// sleeper through a socket even when a spinning caller serves the channel,
+// and arming and listening again cost the sleeper system calls of their
+// own (about 1.2 us each on the machine of BENCHMARKS.md); a lock acquired
+// from a waiting manager paid for five or more.
+//
 // A request may also go to a peer's reply channel (send_request_to_caller),
 // for its calling thread to handle in its next wait: a barrier's arrivals
 // at a manager that has not arrived wake nobody there.
@@ -219,6 +229,11 @@ class transport {
   virtual status flush_channel(channel which) = 0;
   // Called on the service thread before it exits.
   virtual void service_thread_exit() {}
+  // Whether this backend's senders ring doorbells (see ring).
+  virtual bool supports_doorbell() const { return false; }
+  // Nothing on the channel needs its owner's progress before it sleeps
+  // (a send still going out moves only with it).
+  virtual bool settled(channel) const { return true; }
   // Receive buffers a channel cycles through, each filled by whichever
   // sender's message comes next, and the message size that fills one:
   // warm_up() sends every other process that many of that size, so that
@@ -251,6 +266,11 @@ class transport {
   status reply(message_kind kind, const reply_token& to, parts payload);
   // A warm_up message (service thread): passed on or answered.
   void answer_warm_up(const wire_header& header, byte_span payload);
+  // With doorbells: after a message to peer's request channel is in (and
+  // again while one is still going out, its last part may follow a sleep),
+  // wakes peer's service thread if it sleeps and no caller there polls.
+  void ring(int peer);
+  bool doorbells() const { return doorbells_; }
 
   job& job_;
   substrate_config config_;
@@ -320,6 +340,20 @@ class transport {
   // Whether the service thread's sleep listens to the request channel's
   // event fd (once: epoll's one-shot mode) besides wake_fd_.
   void listen_for_requests(bool listen);
+
+  // A process's doorbell, in its line of job::shared_line.
+  struct doorbell {
+    std::atomic<std::uint32_t> rings{0};   // the futex word: one more per ring
+    std::atomic<std::uint32_t> asleep{0};  // the service thread sleeps on rings
+    std::atomic<std::uint32_t> polled{0};  // a spinning caller holds the channel
+  };
+  doorbell& bell_of(int of_rank) const {
+    return *static_cast<doorbell*>(job_.shared_line(of_rank));
+  }
+  // The service thread's sleep with doorbells: marked asleep, one last
+  // look at the channel, then the futex until a ring, a stop or a second.
+  void sleep_on_doorbell(std::unique_lock<std::mutex>& own);
+  bool doorbells_ = false;
 
   request_handler handler_;
   std::thread service_;

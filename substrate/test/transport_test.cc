@@ -21,8 +21,14 @@ struct backend {
   const char* name;  // for test names
   const char* substrate;
   const char* ucx_path;
+  const char* doorbell = "on";
 };
-const backend backends[] = {{"ucx_am", "ucx", "am"}, {"ucx_tag", "ucx", "tag"}, {"sockets", "sockets", "am"}};
+// ucx_am_armed: UCX's own wake-up (an armed event fd) instead of the
+// doorbells a forked job uses, as under mpirun.
+const backend backends[] = {{"ucx_am", "ucx", "am"},
+                            {"ucx_tag", "ucx", "tag"},
+                            {"sockets", "sockets", "am"},
+                            {"ucx_am_armed", "ucx", "am", "off"}};
 
 program_result run_worker(const std::string& scenario, int nprocs, const backend& with,
                           const char* notify, std::vector<std::pair<std::string, std::string>> env = {},
@@ -33,6 +39,7 @@ program_result run_worker(const std::string& scenario, int nprocs, const backend
   env.push_back({"TMK_SUBSTRATE", with.substrate});
   env.push_back({"TMK_UCX_PATH", with.ucx_path});
   env.push_back({"TMK_NOTIFY", notify});
+  env.push_back({"TMK_DOORBELL", with.doorbell});
   return run_program(argv, env, 120);
 }
 
@@ -88,6 +95,38 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values(0, 1, 2),
                        ::testing::Values("interrupt")),
     scenario_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    armed, transport_scenario,
+    ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted",
+                                         "hand-back", "caller-requests"),
+                       ::testing::Values(2, 3, 8), ::testing::Values(3), ::testing::Values("interrupt")),
+    scenario_name);
+
+// A forked job over UCX wakes service threads by doorbell unless told not
+// to, and says so in its description; the sockets backend never does.
+TEST(transport_doorbell, forked_ucx_job_rings_doorbells) {
+  for (int index : {0, 1, 2, 3}) {
+    program_result result = run_worker("all-pairs", 2, backends[index], "interrupt");
+    EXPECT_EQ(result.exit_code, 0) << describe(result);
+    bool rings = result.out.find(", doorbells") != std::string::npos;
+    EXPECT_EQ(rings, index == 0 || index == 1) << backends[index].name << "\n" << describe(result);
+  }
+  program_result chosen = run_worker("all-pairs", 2, backends[0], "interrupt", {{"UCX_TLS", "posix,self"}});
+  EXPECT_EQ(chosen.exit_code, 0) << describe(chosen);
+  EXPECT_EQ(chosen.out.find(", doorbells"), std::string::npos)
+      << "UCX_TLS chosen by the user: UCX's own wake-up\n" << describe(chosen);
+  program_result polled = run_worker("all-pairs", 2, backends[0], "poll");
+  EXPECT_EQ(polled.exit_code, 0) << describe(polled);
+  EXPECT_EQ(polled.out.find(", doorbells"), std::string::npos) << describe(polled);
+}
+
+TEST(transport_bad_input, unknown_doorbell_choice_is_named) {
+  program_result result = run_worker("all-pairs", 2, {"ucx_am", "ucx", "am", "maybe"}, "interrupt");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("TMK_DOORBELL=maybe: expected one of on, off"), std::string::npos)
+      << describe(result);
+}
 
 INSTANTIATE_TEST_SUITE_P(
     poll, transport_scenario,

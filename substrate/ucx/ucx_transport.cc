@@ -92,6 +92,7 @@ struct ucx_transport::send_buffer {
   ucp_mem_h memh;
   worker_state* owner;
   std::size_t index;  // in worker_state::all_buffers
+  int ring_peer = -1;  // the peer whose request channel it goes to (doorbells)
 };
 
 struct ucx_transport::preposted {
@@ -129,6 +130,10 @@ struct ucx_transport::worker_state {
   };
   std::vector<chunk> chunks;
   unsigned in_flight = 0;
+  // Sends in flight to each peer's request channel, and their sum: with
+  // doorbells, the receiver is rung while one is (transport::ring).
+  std::vector<unsigned> in_flight_to;
+  unsigned in_flight_to_requests = 0;
   // Tag path.
   std::vector<std::unique_ptr<preposted>> slots;
   std::deque<preposted*> completed_slots;
@@ -195,6 +200,24 @@ transport::receive_ring ucx_transport::receive_ring_shape() const {
   return {depth, segment > ucx_headers ? segment - ucx_headers : segment};
 }
 
+namespace {
+// Whether a context has one of UCX's shared-memory FIFO transports, as
+// ucp_context_print_info lists its resources ("... -- posix/memory").
+bool carries_messages_in_shared_memory(ucp_context_h context) {
+  char* text = nullptr;
+  std::size_t size = 0;
+  FILE* stream = open_memstream(&text, &size);
+  if (stream == nullptr) return false;
+  ucp_context_print_info(context, stream);
+  fclose(stream);
+  std::string info(text ? text : "");
+  free(text);
+  for (const char* transport : {"-- posix/", "-- sysv/", "-- xpmem/"})
+    if (info.find(transport) != std::string::npos) return true;
+  return false;
+}
+}  // namespace
+
 // The context and both workers, this process's alone; failed is the UCX
 // code of what failed.
 status ucx_transport::open_workers(ucs_status_t& failed) {
@@ -208,7 +231,32 @@ status ucx_transport::open_workers(ucs_status_t& failed) {
   params.features = UCP_FEATURE_AM | UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 1;
   params.estimated_num_eps = static_cast<std::size_t>(size_) * 2;
+  // Doorbells (transport.h) need every message to a request worker to be
+  // in its memory when the send returns, and every interface that
+  // receives to be polled by each progress call.  In a forked job, unless
+  // the user chose UCX's transports: shared memory only (the processes
+  // share the host), and no adaptive progress (which leaves an interface
+  // without an endpoint of its own unpolled until UCX's armed event fd
+  // reports it: requests waited for the sleep's timeout).  Polling every
+  // interface costs nothing there, shared-memory FIFOs being read without
+  // a system call.
+  // Without a shared-memory transport for messages (posix, sysv or
+  // xpmem), the context is made again as configured, without doorbells.
+  doorbell_ready_ = config_.doorbell && config_.notify == notify_mode::interrupt &&
+                    job_.shared_line(rank_) != nullptr && getenv("UCX_TLS") == nullptr &&
+                    ucp_config_modify(ucx_config, "TLS", "sm,self") == UCS_OK &&
+                    ucp_config_modify(ucx_config, "ADAPTIVE_PROGRESS", "n") == UCS_OK;
   code = ucp_init(&params, ucx_config, &context_);
+  if (doorbell_ready_ && (code != UCS_OK || !carries_messages_in_shared_memory(context_))) {
+    TMK_LOG(info, "no UCX shared-memory transport for messages: no doorbells");
+    if (code == UCS_OK) ucp_cleanup(context_);
+    context_ = nullptr;
+    doorbell_ready_ = false;
+    ucp_config_release(ucx_config);
+    code = ucp_config_read(nullptr, nullptr, &ucx_config);
+    if (code != UCS_OK) return ucx_status("ucp_config_read", code);
+    code = ucp_init(&params, ucx_config, &context_);
+  }
   ucp_config_release(ucx_config);
   failed = code;
   if (code != UCS_OK) return ucx_status("ucp_init", code);
@@ -322,6 +370,7 @@ ucx_transport::~ucx_transport() {
 std::string ucx_transport::describe() const {
   std::string text = std::string("ucx/") + ucx_path_name(config_.ucx_path);
   if (const char* tls = getenv("UCX_TLS")) text += " (UCX_TLS=" + std::string(tls) + ")";
+  if (doorbell_ready_) text += ", doorbells";
   return text;
 }
 
@@ -433,8 +482,14 @@ void ucx_transport::on_send_done(void* request, ucs_status_t code, void* user_da
   if (code != UCS_OK && code != UCS_ERR_CANCELED)
     TMK_LOG(debug, "send completed with %s", ucs_status_string(code));
   --worker.in_flight;
+  int peer = buffer->ring_peer;
+  if (peer >= 0) {
+    --worker.in_flight_to[peer];
+    --worker.in_flight_to_requests;
+  }
   worker.owner->return_send_buffer(worker, buffer);
   ucp_request_free(request);
+  if (peer >= 0) worker.owner->ring(peer);
 }
 
 status ucx_transport::post(channel from, int peer, channel to, const wire_header& header,
@@ -484,6 +539,7 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
   if (buffer == nullptr)
     return status(status_code::exhausted, "no memory for a send buffer of " +
                                               std::to_string(total) + " bytes");
+  buffer->ring_peer = to == channel::request ? peer : -1;
   memcpy(buffer->data, &header, sizeof header);
   std::byte* at = buffer->data + sizeof header;
   for (const auto& part : payload) {
@@ -517,7 +573,7 @@ status ucx_transport::post_am(worker_state& worker, ucp_ep_h ep, channel, send_b
     return_send_buffer(worker, buffer);
     return ucx_status("ucp_am_send_nbx", UCS_PTR_STATUS(request));
   }
-  ++worker.in_flight;
+  went_in_flight(worker, buffer);
   return status::ok();
 }
 
@@ -543,7 +599,7 @@ status ucx_transport::post_tag(worker_state& worker, ucp_ep_h ep, channel to, se
       return_send_buffer(worker, release);
       return ucx_status("ucp_tag_send_nbx", UCS_PTR_STATUS(request));
     }
-    ++worker.in_flight;
+    went_in_flight(worker, release);
     return status::ok();
   };
 
@@ -564,6 +620,7 @@ status ucx_transport::post_tag(worker_state& worker, ucp_ep_h ep, channel to, se
   memcpy(&header, buffer->data, sizeof header);
   header.reserved[0] = large_flag;
   large_announcement what{length - sizeof(wire_header), id, 0};
+  announce->ring_peer = buffer->ring_peer;
   memcpy(announce->data, &header, sizeof header);
   memcpy(announce->data + sizeof header, &what, sizeof what);
   status sent = send_one(announce->data, announce_length,
@@ -832,9 +889,25 @@ ucs_status_t ucx_transport::on_am_reply(void* arg, const void* header, size_t he
   return UCS_OK;
 }
 
+void ucx_transport::went_in_flight(worker_state& worker, send_buffer* buffer) {
+  ++worker.in_flight;
+  if (buffer->ring_peer < 0 || !doorbells()) {
+    buffer->ring_peer = -1;
+    return;
+  }
+  if (worker.in_flight_to.empty()) worker.in_flight_to.assign(size_, 0);
+  ++worker.in_flight_to[buffer->ring_peer];
+  ++worker.in_flight_to_requests;
+}
+
 unsigned ucx_transport::progress(channel which) {
   worker_state& worker = state(which);
   unsigned events = ucp_worker_progress(worker.worker);
+  // A message still going out may be waiting for room that a receiver
+  // asleep since its first part never makes: its sender rings on.
+  if (worker.in_flight_to_requests > 0)
+    for (int peer = 0; peer < size_; ++peer)
+      if (worker.in_flight_to[peer] > 0) ring(peer);
   while (!worker.completed_slots.empty() || !worker.completed_large.empty()) {
     while (!worker.completed_slots.empty()) {
       preposted* slot = worker.completed_slots.front();
@@ -862,6 +935,11 @@ bool ucx_transport::arm(channel which) {
   if (worker.in_flight > 0) return false;
   ucs_status_t code = ucp_worker_arm(worker.worker);
   return code == UCS_OK;
+}
+
+bool ucx_transport::settled(channel which) const {
+  const worker_state& worker = state(which);
+  return worker.completed_slots.empty() && worker.completed_large.empty() && worker.in_flight == 0;
 }
 
 int ucx_transport::event_fd(channel which) const { return state(which).efd; }

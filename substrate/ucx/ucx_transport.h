@@ -57,6 +57,8 @@ class ucx_transport final : public transport {
   bool arm(channel which) override;
   int event_fd(channel which) const override;
   status flush_channel(channel which) override;
+  bool supports_doorbell() const override { return doorbell_ready_; }
+  bool settled(channel which) const override;
 
  private:
   struct send_buffer;
@@ -72,6 +74,7 @@ class ucx_transport final : public transport {
   status drain(channel which, unsigned left);
   send_buffer* take_send_buffer(worker_state& worker, std::size_t length);
   void return_send_buffer(worker_state& worker, send_buffer* buffer);
+  void went_in_flight(worker_state& worker, send_buffer* buffer);
   status post_am(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
                  std::size_t length);
   status post_tag(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
@@ -99,6 +102,7 @@ class ucx_transport final : public transport {
   }
 
   ucp_context_h context_ = nullptr;
+  bool doorbell_ready_ = false;  // the context suits doorbells (open_workers)
   std::array<std::unique_ptr<worker_state>, 2> workers_;
   std::string own_addresses_;  // both workers' addresses, as exchange_addresses() sends them
   // Worker addresses of every process: [rank][0] request, [rank][1] reply.
