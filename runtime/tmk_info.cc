@@ -166,11 +166,17 @@ void print_uct_resources() {
 }
 
 // The transports UCP selects for a context with tmk's features (UCX_TLS and
-// the other UCX_* variables apply), taken from ucp_context_print_info.
-void print_ucp_selection(bool verbose) {
+// the other UCX_* variables apply, or tls when given), taken from
+// ucp_context_print_info.
+void print_ucp_selection(bool verbose, const char* tls = nullptr) {
   ucp_config_t* config = nullptr;
   if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) {
     printf("  (ucp_config_read failed)\n");
+    return;
+  }
+  if (tls != nullptr && ucp_config_modify(config, "TLS", tls) != UCS_OK) {
+    printf("  (UCX does not take TLS=%s)\n", tls);
+    ucp_config_release(config);
     return;
   }
   ucp_params_t params{};
@@ -295,7 +301,17 @@ int main(int argc, char** argv) {
   printf("\nUCX transports on this host:\n");
   print_uct_resources();
   const char* tls = getenv("UCX_TLS");
-  printf("\nUCX transports a tmk process would use (UCX_TLS=%s):\n", tls ? tls : "unset, all");
+  bool doorbells = substrate && substrate->doorbell && substrate->notify == tmk::notify_mode::interrupt;
+  if (tls == nullptr && doorbells) {
+    // What the UCX backend opens in a job process 0 forks (TMK_DOORBELL).
+    printf("\nUCX transports a tmk process would use, in a job process 0 forks (doorbells: "
+           "shared memory only):\n");
+    print_ucp_selection(verbose, "sm,self");
+    printf("\nUCX transports a tmk process would use under mpirun or started by hand "
+           "(UCX_TLS unset, all):\n");
+  } else {
+    printf("\nUCX transports a tmk process would use (UCX_TLS=%s):\n", tls ? tls : "unset, all");
+  }
   print_ucp_selection(verbose);
 
   if (job_sizes.empty()) {
