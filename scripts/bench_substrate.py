@@ -91,6 +91,8 @@ def main():
     sizes = [8, 64, 256, 1024, 4096, 8192, 16384, 32768]
     variants = {
         "am, interrupt": {"TMK_SUBSTRATE": "ucx", "TMK_UCX_PATH": "am", "TMK_NOTIFY": "interrupt"},
+        "am, interrupt, UCX wake-up": {"TMK_SUBSTRATE": "ucx", "TMK_UCX_PATH": "am",
+                                       "TMK_NOTIFY": "interrupt", "TMK_DOORBELL": "off"},
         "am, poll": {"TMK_SUBSTRATE": "ucx", "TMK_UCX_PATH": "am", "TMK_NOTIFY": "poll"},
         "tag, interrupt": {"TMK_SUBSTRATE": "ucx", "TMK_UCX_PATH": "tag", "TMK_NOTIFY": "interrupt"},
         "tag, poll": {"TMK_SUBSTRATE": "ucx", "TMK_UCX_PATH": "tag", "TMK_NOTIFY": "poll"},
@@ -99,10 +101,12 @@ def main():
     raw = {key: [] for key in ("am_lat 8", "am_lat 4096", "am_lat 32768", "tag_lat 8",
                                "tag_lat 4096", "am_bw 32768", "sleep 8")}
     ours = {name: {size: ([], []) for size in sizes} for name in variants}
-    gapped = {name: {size: [] for size in (8, 4096)} for name in ("am, interrupt", "tag, interrupt", "am, poll")}
+    gapped = {name: {size: [] for size in (8, 4096)}
+              for name in ("am, interrupt", "am, interrupt, UCX wake-up", "tag, interrupt", "am, poll")}
     # The regime of ucx_perftest -E sleep: the server has just gone to sleep
     # (1 us spin, requests 3 us apart), so its CPU has not halted yet.
     just_asleep = []
+    just_asleep_armed = []
 
     for round_number in range(options.rounds):
         print("round %d of %d" % (round_number + 1, options.rounds), file=sys.stderr)
@@ -126,6 +130,8 @@ def main():
         short_spin = dict(variants["am, interrupt"], TMK_SERVICE_SPIN_US="1")
         just_asleep.append(pingpong(options.build, [8], short_spin, gap_us=3, iterations=2000,
                                     stream=0)[8][0])
+        just_asleep_armed.append(pingpong(options.build, [8], dict(short_spin, TMK_DOORBELL="off"),
+                                          gap_us=3, iterations=2000, stream=0)[8][0])
 
     floor = {key: median(values) for key, values in raw.items()}
     rtt = {name: {size: median(ours[name][size][0]) for size in sizes} for name in variants}
@@ -137,8 +143,10 @@ def main():
     lines = [
         "## Substrate: ping-pong beside ucx_perftest",
         "",
-        "Measured %s on %s, UCX's default transport "
-        "selection between two processes on one host (shared memory: posix/sysv, cma). "
+        "Measured %s on %s, two processes on one host through UCX's shared memory "
+        "(posix/sysv, cma: ucx_perftest's default selection; tmk's forked processes open only "
+        "those, and wake a sleeping service thread by doorbell unless `TMK_DOORBELL=off`, "
+        "\"UCX wake-up\" below, which arms UCX's event fd instead). "
         "Command: `scripts/bench_substrate.py --rounds %d` — every figure is the median of %d rounds; "
         "in each round ucx_perftest and tmk's pingpong run one after the other, so ratios compare "
         "runs minutes apart at most. Round trips in microseconds (ucx_perftest's one-way latency "
@@ -163,6 +171,8 @@ def main():
            bandwidth["am, interrupt"][32768] / floor["am_bw 32768"]),
         "| round trip 8 B, server just asleep (ucp_am_lat -E sleep; tmk am, TMK_SERVICE_SPIN_US=1, requests 3 us apart) | %.3f | %.3f | %.2f | <= 1.5 |"
         % (floor["sleep 8"], median(just_asleep), median(just_asleep) / floor["sleep 8"]),
+        "| the same with UCX's wake-up (TMK_DOORBELL=off) | %.3f | %.3f | %.2f | |"
+        % (floor["sleep 8"], median(just_asleep_armed), median(just_asleep_armed) / floor["sleep 8"]),
         "| round trip 8 B, server asleep on an idle CPU (ucp_am_lat -E sleep; tmk am, default spin, requests %d us apart) | %.3f | %.3f | %.2f | |"
         % (options.gap_us, floor["sleep 8"], asleep["am, interrupt"][8],
            asleep["am, interrupt"][8] / floor["sleep 8"]),

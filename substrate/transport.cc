@@ -58,16 +58,15 @@ struct serving_scope {
 using clock_type = std::chrono::steady_clock;
 
 // Not FUTEX_PRIVATE: the word is in memory the job's processes share.
-void futex_wake(std::atomic<std::uint32_t>& word) {
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+void futex_wake(std::uint32_t& word) {
+  syscall(SYS_futex, &word, FUTEX_WAKE, 1, nullptr, nullptr, 0);
 }
 // False when the timeout ended the wait.
-bool futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen, const timespec& timeout) {
-  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, &timeout,
-                 nullptr, 0) == 0 ||
+bool futex_wait(std::uint32_t& word, std::uint32_t seen, const timespec& timeout) {
+  return syscall(SYS_futex, &word, FUTEX_WAIT, seen, &timeout, nullptr, 0) == 0 ||
          errno != ETIMEDOUT;
 }
-static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+static_assert(std::atomic_ref<std::uint32_t>::is_always_lock_free);
 }  // namespace
 
 result<std::unique_ptr<transport>> transport::create(job& owner, const substrate_config& config) {
@@ -110,7 +109,7 @@ bool transport::serving_requests() { return serving_flag; }
 status transport::start(request_handler handler) {
   if (service_.joinable()) return status(status_code::invalid_argument, "already started");
   static_assert(sizeof(doorbell) <= 64);
-  // Every process of the job reads the same settings, so all ring or none.
+  // The backend agrees with every other process (all ring or none).
   doorbells_ = config_.doorbell && config_.notify == notify_mode::interrupt &&
                supports_doorbell() && job_.shared_line(rank_) != nullptr;
   if (!doorbells_ && service_epoll_ < 0) {
@@ -141,7 +140,7 @@ void transport::stop() {
   stopping_.store(true);
   if (doorbells_) {
     doorbell& mine = bell_of(rank_);
-    mine.rings.fetch_add(1);
+    word(mine.rings).fetch_add(1);
     futex_wake(mine.rings);
   } else {
     ring_event_fd(wake_fd_);
@@ -234,18 +233,20 @@ void transport::service_loop() {
 // the caller's mark was seen) makes it wait for the channel, woken.
 void transport::sleep_on_doorbell(std::unique_lock<std::mutex>& own) {
   doorbell& mine = bell_of(rank_);
-  std::uint32_t seen = mine.rings.load();
-  mine.asleep.store(1);
+  std::uint32_t seen = word(mine.rings).load();
+  word(mine.asleep).store(1);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (progress(channel::request) != 0) {
-    mine.asleep.store(0);
+  // stop() rings after it sets stopping_: a ring counted in seen (missed
+  // by the wait below) comes with stopping_ seen here.
+  if (stopping_.load() || progress(channel::request) != 0) {
+    word(mine.asleep).store(0);
     return;
   }
   serving_flag = false;
   own.unlock();
   static constexpr timespec second{1, 0};
   bool rung = futex_wait(mine.rings, seen, second);
-  mine.asleep.store(0);
+  word(mine.asleep).store(0);
   own.lock();
   serving_flag = true;
   service_wakeups_.fetch_add(1, std::memory_order_relaxed);
@@ -259,8 +260,11 @@ void transport::ring(int peer) {
   if (!doorbells_) return;
   doorbell& bell = bell_of(peer);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (bell.polled.load() != 0 || bell.asleep.load() == 0 || bell.asleep.exchange(0) == 0) return;
-  bell.rings.fetch_add(1);
+  // One sender wins the exchange and wakes the sleeper; the others skip it.
+  if (word(bell.polled).load() != 0 || word(bell.asleep).load() == 0 ||
+      word(bell.asleep).exchange(0) == 0)
+    return;
+  word(bell.rings).fetch_add(1);
   futex_wake(bell.rings);
 }
 
@@ -707,7 +711,7 @@ bool transport::serve_while_waiting(channel_hold& hold) {
   if (!hold.own.owns_lock()) {
     if (!hold.own.try_lock()) return false;
     if (doorbells_) {
-      bell_of(rank_).polled.store(1);
+      word(bell_of(rank_).polled).store(1);
     } else {
       if (mute_on_hold_) listen_for_requests(false);
       hold.muted = mute_on_hold_;
@@ -755,7 +759,7 @@ void transport::hand_back(channel_hold& hold) {
     // Unmarked before the last look, as the service thread marks itself
     // asleep (sleep_on_doorbell); a send still going out is finished here,
     // since nobody else moves it while the service thread sleeps.
-    bell_of(rank_).polled.store(0);
+    word(bell_of(rank_).polled).store(0);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     {
       serving_scope serving;

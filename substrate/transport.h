@@ -342,14 +342,16 @@ class transport {
   void listen_for_requests(bool listen);
 
   // A process's doorbell, in its line of job::shared_line.
+  // Plain words in the zeroed mapping, accessed through std::atomic_ref.
   struct doorbell {
-    std::atomic<std::uint32_t> rings{0};   // the futex word: one more per ring
-    std::atomic<std::uint32_t> asleep{0};  // the service thread sleeps on rings
-    std::atomic<std::uint32_t> polled{0};  // a spinning caller holds the channel
+    std::uint32_t rings;   // the futex word: one more per ring
+    std::uint32_t asleep;  // the service thread sleeps on rings
+    std::uint32_t polled;  // a spinning caller holds the channel
   };
   doorbell& bell_of(int of_rank) const {
     return *static_cast<doorbell*>(job_.shared_line(of_rank));
   }
+  using word = std::atomic_ref<std::uint32_t>;
   // The service thread's sleep with doorbells: marked asleep, one last
   // look at the channel, then the futex until a ring, a stop or a second.
   void sleep_on_doorbell(std::unique_lock<std::mutex>& own);

@@ -239,9 +239,9 @@ status ucx_transport::open_workers(ucs_status_t& failed) {
   // without an endpoint of its own unpolled until UCX's armed event fd
   // reports it: requests waited for the sleep's timeout).  Polling every
   // interface costs nothing there, shared-memory FIFOs being read without
-  // a system call.
-  // Without a shared-memory transport for messages (posix, sysv or
-  // xpmem), the context is made again as configured, without doorbells.
+  // a system call.  Without a shared-memory transport for messages (posix,
+  // sysv or xpmem), the context is made again as configured, without
+  // doorbells.
   doorbell_ready_ = config_.doorbell && config_.notify == notify_mode::interrupt &&
                     job_.shared_line(rank_) != nullptr && getenv("UCX_TLS") == nullptr &&
                     ucp_config_modify(ucx_config, "TLS", "sm,self") == UCS_OK &&
@@ -309,7 +309,11 @@ status ucx_transport::exchange_addresses() {
       if (!posted) return posted;
     }
 
-  auto blobs = job_.allgather(own_addresses_);
+  // After both addresses, whether this process can ring and be rung: a
+  // process whose context fell back to UCX's transports as configured
+  // would neither ring its peers nor be rung, so doorbells are used only if
+  // every process can.
+  auto blobs = job_.allgather(own_addresses_ + (doorbell_ready_ ? '\1' : '\0'));
   if (!blobs) return blobs.error();
   return connect(*blobs);
 }
@@ -331,6 +335,13 @@ status ucx_transport::connect(const std::vector<std::string>& blobs) {
                       "bad worker address from process " + std::to_string(rank));
       addresses_[rank][index] = blob.substr(at, length);
       at += length;
+    }
+    if (at + 1 != blob.size())
+      return status(status_code::protocol_error,
+                    "bad worker address from process " + std::to_string(rank));
+    if (blob[at] != '\1' && doorbell_ready_) {
+      TMK_LOG(info, "process %d has no doorbell: none rung", rank);
+      doorbell_ready_ = false;
     }
   }
   return status::ok();
