@@ -303,11 +303,11 @@ int main(int argc, char** argv) {
   const char* tls = getenv("UCX_TLS");
   bool doorbells = substrate && substrate->doorbell && substrate->notify == tmk::notify_mode::interrupt;
   if (tls == nullptr && doorbells) {
-    // What the UCX backend opens in a job process 0 forks (TMK_DOORBELL).
-    printf("\nUCX transports a tmk process would use, in a job process 0 forks (doorbells: "
-           "shared memory only):\n");
+    // What the UCX backend opens when the job is on this host alone (TMK_DOORBELL).
+    printf("\nUCX transports a tmk process would use when every process of the job runs on "
+           "this host (doorbells: shared memory only):\n");
     print_ucp_selection(verbose, "sm,self");
-    printf("\nUCX transports a tmk process would use under mpirun or started by hand "
+    printf("\nUCX transports a tmk process would use across hosts or started by hand "
            "(UCX_TLS unset, all):\n");
   } else {
     printf("\nUCX transports a tmk process would use (UCX_TLS=%s):\n", tls ? tls : "unset, all");

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -252,6 +253,31 @@ void* job::shared_line(int of_rank) const {
   return static_cast<std::byte*>(shared_lines_) + static_cast<std::size_t>(of_rank) * 64;
 }
 
+// Under mpirun on one host: process 0 makes the object, the others open
+// it.  Without it (a host that does not share /dev/shm between them) the
+// lines stay null and the substrate does without them.
+void job::map_shared_lines(bool make) {
+  std::string name = "/tmk-" + config_.secret;
+  std::size_t bytes = static_cast<std::size_t>(size_) * 64;
+  int fd = shm_open(name.c_str(), make ? O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC : O_RDWR | O_CLOEXEC,
+                    0600);
+  struct stat about {};
+  bool sized = fd >= 0 && (make ? ftruncate(fd, static_cast<off_t>(bytes)) == 0
+                                : fstat(fd, &about) == 0 &&
+                                      static_cast<std::size_t>(about.st_size) == bytes);
+  void* lines = sized ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  int error = errno;
+  if (fd >= 0) close(fd);
+  if (lines == MAP_FAILED) {
+    TMK_LOG(info, "no memory shared with the job's other processes (%s): %s", name.c_str(),
+            sized ? strerror(error) : fd < 0 ? strerror(error) : "wrong size");
+    if (make && fd >= 0) shm_unlink(name.c_str());
+    return;
+  }
+  shared_lines_ = lines;
+  shared_bytes_ = bytes;
+}
+
 status job::start_fork(int nprocs) {
   shared_bytes_ = static_cast<std::size_t>(nprocs) * 64;
   void* lines = mmap(nullptr, shared_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -409,6 +435,11 @@ status job::start_mpi() {
 
   // Process 0 publishes where it listens (every address it has, a port and
   // a fresh secret) once through MPI; the control star then runs over TCP.
+  // With every process on this host (as the launcher tells), it also makes
+  // the lines they share (shared_line), a POSIX shared memory object named
+  // after the secret, which each maps before it connects and which process
+  // 0 removes once all have connected.
+  bool one_host = local_processes() == size_;
   std::string announcement;
   int listen_fd = -1;
   if (rank_ == 0) {
@@ -418,6 +449,7 @@ status job::start_mpi() {
     auto port = local_port(listen_fd);
     if (!port) return port.error();
     config_.secret = random_secret();
+    if (one_host) map_shared_lines(true);
     announcement = config_.secret + " " + std::to_string(*port);
     for (const auto& address : local_addresses()) announcement += " " + address;
   }
@@ -428,6 +460,7 @@ status job::start_mpi() {
   if (rank_ == 0) {
     status outcome = accept_children(listen_fd, "process 0's control port");
     close(listen_fd);
+    if (shared_lines_ != nullptr) shm_unlink(("/tmk-" + config_.secret).c_str());
     return outcome;
   }
   std::vector<std::string> words;
@@ -439,6 +472,7 @@ status job::start_mpi() {
   }
   if (words.size() < 3) return status(status_code::protocol_error, "bad control announcement");
   config_.secret = words[0];
+  if (one_host) map_shared_lines(false);
   auto port = static_cast<std::uint16_t>(std::stoi(words[1]));
   std::string tried;
   for (std::size_t i = 2; i < words.size(); ++i) {

@@ -83,8 +83,9 @@ class job {
   // An eventfd that becomes readable once failed(); never drained.
   int failure_fd() const { return failure_fd_; }
   // Memory every process of the job maps, zeroed at start-up: one 64-byte
-  // line per rank (shared_line(rank)).  Only where process 0 forked the
-  // others (null otherwise: processes on other hosts share nothing).
+  // line per rank (shared_line(rank)).  Where process 0 forked the others,
+  // or mpirun started all of them on this host; null otherwise (processes
+  // on other hosts share nothing).
   void* shared_line(int of_rank) const;
 
   // Called on the monitor thread when a failure is recorded, so that a
@@ -126,6 +127,7 @@ class job {
   void broadcast(std::uint32_t type, const std::string& payload, int except_rank);
   void bind_to_core();
   void abort_start(const std::string& why);
+  void map_shared_lines(bool make);
 
   launch_config config_;
   launch_mode mode_;

@@ -23,7 +23,8 @@ const setting_description substrate_table[] = {
      "wake-up that does not complete the reply (microseconds; when the host's processes "
      "outnumber its cores, the caller yields its core between looks)"},
     {"TMK_DOORBELL", "on",
-     "how a request wakes a sleeping service thread over UCX when process 0 forked the job: "
+     "how a request wakes a sleeping service thread over UCX when every process of the job "
+     "runs on this host (forked by process 0, or all here under mpirun): "
      "on (a flag and futex in memory the processes share, rung only when nobody polls) or off "
      "(UCX's event fd, armed before each sleep)"},
     {"TMK_MAX_MESSAGE", "256M", "largest message the substrate accepts (bytes, K/M/G suffix)"},

@@ -26,15 +26,16 @@
 // wait wakes nobody (a woken thread takes a core from a spinning process),
 // and restores it when it lets go.
 //
-// Doorbells (TMK_DOORBELL, UCX in a job process 0 forked): the service
-// thread sleeps on a futex in memory every process of the job shares,
-// never arming the request channel, and a sender rings it after its
-// message is in, only if the service thread sleeps and no caller holds the
-// channel.  Armed, UCX makes the first sender after every sleep signal the
-// sleeper through a socket even when a spinning caller serves the channel,
-// and arming and listening again cost the sleeper system calls of their
-// own (about 1.2 us each on the machine of BENCHMARKS.md); a lock acquired
-// from a waiting manager paid for five or more.
+// Doorbells (TMK_DOORBELL; UCX, every process of the job on this host, see
+// job::shared_line): the service thread sleeps on a futex in memory the
+// processes share, never arming the request channel, and a sender rings
+// it after its message is in, only if the service thread sleeps and no
+// caller holds the channel.  Armed, UCX makes the first sender after every
+// sleep signal the sleeper through a socket even when a spinning caller
+// serves the channel, and arming and listening again cost the sleeper
+// system calls of their own (about 1.2 us each on the machine of
+// BENCHMARKS.md): a lock acquired from a waiting manager took 5 us, 2.4
+// with doorbells.
 //
 // A request may also go to a peer's reply channel (send_request_to_caller),
 // for its calling thread to handle in its next wait: a barrier's arrivals

@@ -24,7 +24,7 @@ struct backend {
   const char* doorbell = "on";
 };
 // ucx_am_armed: UCX's own wake-up (an armed event fd) instead of the
-// doorbells a forked job uses, as under mpirun.
+// doorbells a job on one host uses, as across hosts.
 const backend backends[] = {{"ucx_am", "ucx", "am"},
                             {"ucx_tag", "ucx", "tag"},
                             {"sockets", "sockets", "am"},

@@ -232,16 +232,16 @@ status ucx_transport::open_workers(ucs_status_t& failed) {
   params.mt_workers_shared = 1;
   params.estimated_num_eps = static_cast<std::size_t>(size_) * 2;
   // Doorbells (transport.h) need every message to a request worker to be
-  // in its memory when the send returns, and every interface that
-  // receives to be polled by each progress call.  In a forked job, unless
-  // the user chose UCX's transports: shared memory only (the processes
-  // share the host), and no adaptive progress (which leaves an interface
-  // without an endpoint of its own unpolled until UCX's armed event fd
-  // reports it: requests waited for the sleep's timeout).  Polling every
-  // interface costs nothing there, shared-memory FIFOs being read without
-  // a system call.  Without a shared-memory transport for messages (posix,
-  // sysv or xpmem), the context is made again as configured, without
-  // doorbells.
+  // in its memory when the send returns, and every interface that receives
+  // to be polled by each progress call.  With every process of the job on
+  // this host (job::shared_line), unless the user chose UCX's transports:
+  // shared memory only, and no adaptive progress (which leaves an
+  // interface without an endpoint of its own unpolled until UCX's armed
+  // event fd reports it: requests waited for the sleep's timeout).  Polling
+  // every interface costs nothing there, shared-memory FIFOs being read
+  // without a system call.  Without a shared-memory transport for messages
+  // (posix, sysv or xpmem), the context is made again as configured,
+  // without doorbells.
   doorbell_ready_ = config_.doorbell && config_.notify == notify_mode::interrupt &&
                     job_.shared_line(rank_) != nullptr && getenv("UCX_TLS") == nullptr &&
                     ucp_config_modify(ucx_config, "TLS", "sm,self") == UCS_OK &&

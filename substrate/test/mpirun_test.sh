@@ -1,0 +1,31 @@
+#!/bin/bash
+# mpirun_test.sh MPIEXEC WORKER — the substrate under mpirun on this one
+# host: every process maps the lines they share, so service threads are
+# woken by doorbells; scenarios that hand the request channel between the
+# threads and forward requests pass on 3 processes; with TMK_DOORBELL=off
+# they pass with UCX's wake-up; and no shared memory object is left behind.
+set -u
+mpiexec=$1
+worker=$2
+failed=0
+fail() { echo "FAILED: $*"; failed=1; }
+before=$(ls /dev/shm | grep -c '^tmk-')
+for doorbell in on off; do
+  for scenario in all-pairs forward hand-back; do
+    output=$(TMK_DOORBELL=$doorbell timeout 120 "$mpiexec" -np 3 --allow-run-as-root --oversubscribe \
+             -x TMK_DOORBELL "$worker" --scenario "$scenario" 2>&1)
+    status=$?
+    [ $status -eq 0 ] || fail "$scenario, TMK_DOORBELL=$doorbell: exit $status: $output"
+    grep -q "$scenario: passed on 3 processes" <<<"$output" ||
+      fail "$scenario, TMK_DOORBELL=$doorbell: no pass: $output"
+    if [ $doorbell = on ]; then
+      grep -q "(ucx/am, doorbells," <<<"$output" || fail "$scenario: no doorbells under mpirun: $output"
+    else
+      grep -q "doorbells" <<<"$output" && fail "$scenario: doorbells with TMK_DOORBELL=off: $output"
+    fi
+  done
+done
+after=$(ls /dev/shm | grep -c '^tmk-')
+[ "$after" -le "$before" ] || fail "shared memory objects left in /dev/shm: $(ls /dev/shm | grep '^tmk-')"
+[ $failed -eq 0 ] && echo "mpirun: passed"
+exit $failed
