@@ -270,7 +270,7 @@ void job::map_shared_lines(bool make) {
   if (fd >= 0) close(fd);
   if (lines == MAP_FAILED) {
     TMK_LOG(info, "no memory shared with the job's other processes (%s): %s", name.c_str(),
-            sized ? strerror(error) : fd < 0 ? strerror(error) : "wrong size");
+            fd >= 0 && !make && !sized ? "not the job's size" : strerror(error));
     if (make && fd >= 0) shm_unlink(name.c_str());
     return;
   }

@@ -153,7 +153,8 @@ class job {
   bool stop_monitor_ = false;
   std::thread monitor_;
   bool mpi_initialized_ = false;
-  void* shared_lines_ = nullptr;  // fork mode: mapped before the fork
+  // Mapped before the fork, or under mpirun a POSIX shared memory object.
+  void* shared_lines_ = nullptr;
   std::size_t shared_bytes_ = 0;
 };
 
