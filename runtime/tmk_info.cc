@@ -190,25 +190,19 @@ void print_ucp_selection(bool verbose, const char* tls = nullptr) {
            ucs_status_string(code));
     return;
   }
-  char* text = nullptr;
-  std::size_t size = 0;
-  FILE* stream = open_memstream(&text, &size);
-  if (stream != nullptr) {
-    ucp_context_print_info(context, stream);
-    fclose(stream);
-    std::string selected;
-    for (const char* line = text; line && *line;) {
-      const char* end = strchr(line, '\n');
-      std::string current(line, end ? static_cast<std::size_t>(end - line) : strlen(line));
-      std::size_t marker = current.find(" -- ");
-      if (current.find("resource") != std::string::npos && marker != std::string::npos)
-        selected += " " + current.substr(marker + 4);
-      line = end ? end + 1 : nullptr;
-    }
-    print_wrapped(selected.empty() ? "(none)" : selected.substr(1), 2);
-    if (verbose) printf("%s", text);
-    free(text);
+  std::string text = tmk::ucp_context_text(context);
+  std::string selected;
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string current = text.substr(at, end - at);
+    std::size_t marker = current.find(" -- ");
+    if (current.find("resource") != std::string::npos && marker != std::string::npos)
+      selected += " " + current.substr(marker + 4);
+    at = end + 1;
   }
+  print_wrapped(selected.empty() ? "(none)" : selected.substr(1), 2);
+  if (verbose) printf("%s", text.c_str());
   ucp_cleanup(context);
 }
 

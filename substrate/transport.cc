@@ -109,9 +109,9 @@ bool transport::serving_requests() { return serving_flag; }
 status transport::start(request_handler handler) {
   if (service_.joinable()) return status(status_code::invalid_argument, "already started");
   static_assert(sizeof(doorbell) <= 64);
-  // The backend agrees with every other process (all ring or none).
-  doorbells_ = config_.doorbell && config_.notify == notify_mode::interrupt &&
-               supports_doorbell() && job_.shared_line(rank_) != nullptr;
+  // The backend decided (TMK_DOORBELL, TMK_NOTIFY, the job's shared lines)
+  // and agreed with every other process: all ring or none.
+  doorbells_ = supports_doorbell();
   if (!doorbells_ && service_epoll_ < 0) {
     service_epoll_ = epoll_create1(EPOLL_CLOEXEC);
     if (service_epoll_ < 0) return errno_status("epoll_create1");
@@ -139,9 +139,7 @@ void transport::stop() {
   if (!service_.joinable()) return;
   stopping_.store(true);
   if (doorbells_) {
-    doorbell& mine = bell_of(rank_);
-    word(mine.rings).fetch_add(1);
-    futex_wake(mine.rings);
+    wake(bell_of(rank_));
   } else {
     ring_event_fd(wake_fd_);
   }
@@ -264,6 +262,10 @@ void transport::ring(int peer) {
   if (word(bell.polled).load() != 0 || word(bell.asleep).load() == 0 ||
       word(bell.asleep).exchange(0) == 0)
     return;
+  wake(bell);
+}
+
+void transport::wake(doorbell& bell) {
   word(bell.rings).fetch_add(1);
   futex_wake(bell.rings);
 }

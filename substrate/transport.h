@@ -230,7 +230,8 @@ class transport {
   virtual status flush_channel(channel which) = 0;
   // Called on the service thread before it exits.
   virtual void service_thread_exit() {}
-  // Whether this backend's senders ring doorbells (see ring).
+  // Whether this process rings doorbells and sleeps on its own (see ring):
+  // the backend's decision, the same in every process of the job.
   virtual bool supports_doorbell() const { return false; }
   // Nothing on the channel needs its owner's progress before it sleeps
   // (a send still going out moves only with it).
@@ -356,6 +357,8 @@ class transport {
   // The service thread's sleep with doorbells: marked asleep, one last
   // look at the channel, then the futex until a ring, a stop or a second.
   void sleep_on_doorbell(std::unique_lock<std::mutex>& own);
+  // Counts a ring and wakes the thread asleep on it, if any.
+  static void wake(doorbell& bell);
   bool doorbells_ = false;
 
   request_handler handler_;

@@ -200,18 +200,23 @@ transport::receive_ring ucx_transport::receive_ring_shape() const {
   return {depth, segment > ucx_headers ? segment - ucx_headers : segment};
 }
 
-namespace {
-// Whether a context has one of UCX's shared-memory FIFO transports, as
-// ucp_context_print_info lists its resources ("... -- posix/memory").
-bool carries_messages_in_shared_memory(ucp_context_h context) {
+std::string ucp_context_text(ucp_context_h context) {
   char* text = nullptr;
   std::size_t size = 0;
   FILE* stream = open_memstream(&text, &size);
-  if (stream == nullptr) return false;
+  if (stream == nullptr) return {};
   ucp_context_print_info(context, stream);
   fclose(stream);
   std::string info(text ? text : "");
   free(text);
+  return info;
+}
+
+namespace {
+// Whether a context has one of UCX's shared-memory FIFO transports, as
+// ucp_context_print_info lists its resources ("... -- posix/memory").
+bool carries_messages_in_shared_memory(ucp_context_h context) {
+  std::string info = ucp_context_text(context);
   for (const char* transport : {"-- posix/", "-- sysv/", "-- xpmem/"})
     if (info.find(transport) != std::string::npos) return true;
   return false;

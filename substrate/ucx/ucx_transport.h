@@ -40,6 +40,9 @@ inline constexpr std::size_t largest_class_bytes = smallest_class_bytes << (clas
 int size_class_of(std::size_t length);
 // Preposted receive memory of the tag path for n processes.
 buffer_footprint tag_path_footprint(int nprocs, unsigned outstanding);
+// What ucp_context_print_info prints for a context (its resources among
+// it, one a line: "... -- posix/memory"); empty if it cannot be captured.
+std::string ucp_context_text(ucp_context_h context);
 
 class ucx_transport final : public transport {
  public:
