@@ -440,4 +440,34 @@ bool diff_apply(std::byte* page, std::size_t page_size, std::span<const std::byt
   return true;
 }
 
+// The diffs are applied to a page of zeros and to a page of ones: a byte
+// some diff writes differs from the fill in at least one of the two (a
+// byte written 0x00 in the ones, 0xff in the zeros), and the zeros then
+// hold its last value.  The diff of those values against a twin that
+// differs from them in exactly the written bytes is the merged diff, byte
+// masks and all.
+bool diff_merge(std::span<const std::span<const std::byte>> diffs, std::size_t page_size,
+                std::vector<std::byte>& out) {
+  thread_local std::vector<std::byte> zeros, ones, twin;
+  zeros.assign(page_size, std::byte{0});
+  ones.assign(page_size, std::byte{0xff});
+  twin.resize(page_size);
+  for (auto diff : diffs)
+    if (!diff_apply(zeros.data(), page_size, diff) || !diff_apply(ones.data(), page_size, diff))
+      return false;
+  constexpr std::uint64_t low7 = 0x7f7f7f7f7f7f7f7full, high = 0x8080808080808080ull;
+  for (std::size_t at = 0; at < page_size; at += sizeof(std::uint64_t)) {
+    std::uint64_t zero, one;
+    memcpy(&zero, zeros.data() + at, sizeof zero);
+    memcpy(&one, ones.data() + at, sizeof one);
+    std::uint64_t moved = zero | ~one;  // a byte not zero where some diff wrote it
+    std::uint64_t written = (((moved & low7) + low7) | moved) & high;
+    std::uint64_t flip = (written >> 7) * 0xff;
+    std::uint64_t other = zero ^ flip;
+    memcpy(twin.data() + at, &other, sizeof other);
+  }
+  diff_create(twin.data(), zeros.data(), page_size, out);
+  return true;
+}
+
 }  // namespace tmk

@@ -37,6 +37,14 @@ std::size_t diff_create(const std::byte* twin, const std::byte* page, std::size_
 // malformed (a run past the end of the page, a truncated run).
 bool diff_apply(std::byte* page, std::size_t page_size, std::span<const std::byte> diff);
 
+// Appends to out one diff whose application is that of diffs, applied in
+// order, to any page: every byte some diff writes, with the value the last
+// of them gives it (nothing if none writes a byte).  Returns false,
+// appending nothing, if some diff is malformed (see diff_valid).
+// page_size is a multiple of 8.
+bool diff_merge(std::span<const std::span<const std::byte>> diffs, std::size_t page_size,
+                std::vector<std::byte>& out);
+
 // The code diffs are made and applied with: the best this CPU runs (the
 // default), or one variant, so that tests cover each.  False if this CPU
 // cannot run it.  Not to be called while diffs are being made.

@@ -43,6 +43,10 @@ enum class message_type : std::uint8_t {
   push_stop,           // one way, to a writer: stop pushing these pages' diffs to me
 };
 
+// A diff request's flag for one page: the asker lacks no other writer's
+// diffs of it, so the writer may send its diffs merged into one.
+inline constexpr std::uint32_t diff_ask_merge = 1;
+
 class message_writer {
  public:
   explicit message_writer(message_type type) { put<std::uint8_t>(static_cast<std::uint8_t>(type)); }

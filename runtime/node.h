@@ -392,6 +392,8 @@ class node {
   page_pool twins_;                     // the memory of every twin (populated.h)
   std::vector<std::byte> diff_scratch_;  // where a diff is made before diffs_ keeps it
   std::vector<std::byte> snapshot_;      // a page copied while the application may write it
+  std::vector<std::span<const std::byte>> merge_parts_;  // diffs of a page to merge for a reader
+  std::vector<std::byte> merged_;                         // and their merge
   vector_time time_;  // intervals incorporated, per process
   interval_store intervals_;
   std::uint32_t barrier_sent_ = 0;  // own intervals already sent to process 0

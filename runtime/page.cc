@@ -409,19 +409,31 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
     std::uint32_t page;
     std::uint32_t from;  // exclusive
     std::uint32_t to;
+    bool alone;  // the only writer whose diffs the page lacks
   };
   std::vector<std::vector<wanted>> asks(nprocs_);
   std::vector<int> writers;
-  for (std::uint32_t page : pages)
+  std::vector<wanted> lacking;
+  std::vector<int> lacking_from;
+  for (std::uint32_t page : pages) {
+    lacking.clear();
+    lacking_from.clear();
     for (int writer = 0; writer < nprocs_; ++writer) {
       if (writer == rank_) continue;
       std::uint32_t newest = notified(writer, page);
       if (newest == 0) continue;
       std::uint32_t done = applied(page, writer);
       if (newest <= done) continue;
-      if (asks[writer].empty()) writers.push_back(writer);
-      asks[writer].push_back({page, done, newest});
+      lacking.push_back({page, done, newest, false});
+      lacking_from.push_back(writer);
     }
+    for (std::size_t i = 0; i < lacking.size(); ++i) {
+      int writer = lacking_from[i];
+      if (asks[writer].empty()) writers.push_back(writer);
+      asks[writer].push_back(lacking[i]);
+      asks[writer].back().alone = lacking.size() == 1;
+    }
+  }
   if (writers.empty()) {
     // A page served as all zeros stays a hole here until a diff lands on it.
     write_through_file(staged.pages, staged.copies);
@@ -439,6 +451,7 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
       request.put<std::uint32_t>(ask.page);
       request.put<std::uint32_t>(ask.from);
       request.put<std::uint32_t>(ask.to);
+      request.put<std::uint32_t>(ask.alone ? diff_ask_merge : 0);
     }
     ids.push_back(send_request(writer, request, what));
   }
@@ -532,17 +545,19 @@ void node::subscribe(std::uint32_t page, int process, bool faulted) {
 void node::handle_diff_request(const incoming_request& request, message_reader& reader) {
   std::uint32_t faulted = reader.take<std::uint32_t>();
   std::uint32_t asked = reader.take<std::uint32_t>();
-  if (!reader.ok() || asked == 0 || asked > reader.remaining() / 12)
+  if (!reader.ok() || asked == 0 || asked > reader.remaining() / 16)
     return reject(request, "malformed diff request");
   struct asked_range {
-    std::uint32_t page, from, to;
+    std::uint32_t page, from, to, flags;
   };
   std::vector<asked_range> ranges(asked);
   for (auto& range : ranges) {
     range.page = reader.take<std::uint32_t>();
     range.from = reader.take<std::uint32_t>();
     range.to = reader.take<std::uint32_t>();
-    if (!reader.ok() || range.page >= npages_ || range.from >= range.to)
+    range.flags = reader.take<std::uint32_t>();
+    if (!reader.ok() || range.page >= npages_ || range.from >= range.to ||
+        (range.flags & ~diff_ask_merge) != 0)
       return reject(request, "malformed diff request");
   }
   message_writer answer(message_type::diff_reply);
@@ -564,13 +579,33 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
       std::size_t count_offset = answer.size();
       answer.reserve(sizeof count);
       if (page_extra* entry = extras_.find(page)) {
-        for (const auto& diff : entry->diffs)
-          if (diff.last > from && diff.first <= to) {
-            answer.put<std::uint32_t>(diff.first);
-            answer.put<std::uint32_t>(diff.last);
-            answer.put_bytes(diff.bytes);
-            ++count;
-          }
+        auto wanted = [&](const sealed_diff& diff) { return diff.last > from && diff.first <= to; };
+        if ((range.flags & diff_ask_merge) != 0 &&
+            std::count_if(entry->diffs.begin(), entry->diffs.end(), wanted) > 1) {
+          merge_parts_.clear();
+          std::uint32_t first = 0, last = 0;
+          for (const auto& diff : entry->diffs)
+            if (wanted(diff)) {
+              if (merge_parts_.empty()) first = diff.first;
+              last = std::max(last, diff.last);
+              merge_parts_.push_back(diff.bytes);
+            }
+          merged_.clear();
+          if (!diff_merge(merge_parts_, page_size_, merged_))
+            job_.fatal("a diff kept for page " + std::to_string(page) + " is malformed");
+          answer.put<std::uint32_t>(first);
+          answer.put<std::uint32_t>(last);
+          answer.put_bytes(merged_);
+          count = 1;
+        } else {
+          for (const auto& diff : entry->diffs)
+            if (wanted(diff)) {
+              answer.put<std::uint32_t>(diff.first);
+              answer.put<std::uint32_t>(diff.last);
+              answer.put_bytes(diff.bytes);
+              ++count;
+            }
+        }
       }
       memcpy(answer.buffer().data() + count_offset, &count, sizeof count);
     }

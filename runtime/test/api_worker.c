@@ -480,6 +480,67 @@ static void fresh_zeros(void) {
   finish("fresh-zeros");
 }
 
+/* A late reader of pages another process rewrote, a part at a time, over
+ * many intervals gets each page's diffs merged into one.  The last process
+ * writes a seventh of the words of block A in each of 30 rounds, a barrier
+ * apart; process 1 reads the block in the first round, so that the writer
+ * makes a diff of each page at every barrier (pushed to process 1).  After
+ * the rounds every other process reads the block: one that did not read
+ * it before applies at most one diff per page (30 without merging), and
+ * each finds every word's last value.  Page B is written by two processes
+ * (process 0 the even words, the last process the odd ones) in every
+ * round: a reader that is neither merges nothing, and all writes
+ * survive. */
+static int merged_value(long word, int rounds) {
+  int round;
+  for (round = rounds - 1; round >= 0; round--)
+    if (word % 7 == round % 7) return round * 100000 + (int)word + 1;
+  return 0;
+}
+
+static void check_block_a(long block, int rounds) {
+  long i;
+  for (i = 0; i < block; i++)
+    if (shared_ints[i] != merged_value(i, rounds))
+      check(0, "a word of block A", shared_ints[i], merged_value(i, rounds));
+}
+
+static void merged_diffs(void) {
+  const int pages = 4, rounds = 30, nprocs = (int)Tmk_nprocs;
+  const unsigned writer = Tmk_nprocs - 1, early_reader = 1;
+  const long block = (long)pages * PAGE_WORDS;
+  int round;
+  long i;
+  unsigned long applied_before;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((unsigned)((block + PAGE_WORDS) * sizeof(int)));
+    memset(shared_ints, 0, (block + PAGE_WORDS) * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (round = 0; round < rounds; round++) {
+    if (Tmk_proc_id == writer)
+      for (i = round % 7; i < block; i += 7) shared_ints[i] = round * 100000 + (int)i + 1;
+    if (Tmk_proc_id == writer || Tmk_proc_id == 0)
+      for (i = Tmk_proc_id == 0 ? 0 : 1; i < PAGE_WORDS; i += 2) shared_ints[block + i] = round + 1;
+    Tmk_barrier(1);
+    if (round == 0 && Tmk_proc_id == early_reader && Tmk_proc_id != writer) check_block_a(block, 1);
+    Tmk_barrier(4);  /* read before the next round's writes */
+  }
+  applied_before = Tmk_stat.diffs_applied;
+  check_block_a(block, rounds);
+  Tmk_barrier(2);
+  if (Tmk_proc_id != writer && Tmk_proc_id != early_reader)
+    check(Tmk_stat.diffs_applied - applied_before <= (unsigned long)pages,
+          "diffs applied to read block A (at most)", (long)(Tmk_stat.diffs_applied - applied_before),
+          pages);
+  for (i = 0; i < PAGE_WORDS; i++)
+    if (shared_ints[block + i] != (nprocs == 1 && i % 2 == 1 ? 0 : rounds))
+      check(0, "a word of page B", shared_ints[block + i], nprocs == 1 && i % 2 == 1 ? 0 : rounds);
+  Tmk_barrier(3);
+  finish("merged-diffs");
+}
+
 /* A bounded queue under lock 5 with conditions "not empty" (1) and "not
  * full" (2): process 0 produces, the others consume; every item is taken
  * exactly once. */
@@ -1091,6 +1152,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "boundary-rows") == 0) boundary_rows();
   else if (strcmp(scenario, "notices-once") == 0) notices_once();
   else if (strcmp(scenario, "fresh-zeros") == 0) fresh_zeros();
+  else if (strcmp(scenario, "merged-diffs") == 0) merged_diffs();
   else if (strcmp(scenario, "whole-and-diffs") == 0) whole_and_diffs();
   else if (strcmp(scenario, "twins-kept") == 0) twins_kept();
   else if (strcmp(scenario, "pushes-stop") == 0) pushes_stop();

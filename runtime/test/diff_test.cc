@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -207,6 +208,88 @@ TEST_P(diff_code_variant, malformed_diffs_are_refused_and_change_nothing) {
   std::vector<std::byte> stub(3);
   EXPECT_FALSE(diff_apply(page.data(), 4096, stub));
   EXPECT_EQ(page, before);
+}
+
+// A writer's diffs of one page over many intervals, merged into one diff
+// for a reader that lacks them all: applied to any page, the merged diff
+// leaves what the diffs applied in order leave, whatever bytes were
+// written (0x00 and 0xff included, values written back, single bytes of
+// a word).  Here it is a seventh to a fourth of their bytes together.
+TEST_P(diff_code_variant, merged_diffs_act_as_the_diffs_in_order) {
+  std::mt19937 random(11);
+  for (std::size_t page_size : {std::size_t{4096}, std::size_t{8192}}) {
+    auto page = test::random_bytes(random, page_size);
+    std::vector<std::vector<std::byte>> diffs;
+    std::size_t total = 0;
+    for (int interval = 0; interval < 40; ++interval) {
+      auto twin = page;
+      int writes = static_cast<int>(random() % 200);
+      for (int w = 0; w < writes; ++w) {
+        std::size_t at = random() % page_size;
+        switch (random() % 4) {
+          case 0: page[at] = std::byte{0}; break;
+          case 1: page[at] = std::byte{0xff}; break;
+          case 2: page[at] = twin[random() % page_size]; break;
+          default: page[at] = std::byte(random() & 0xff); break;
+        }
+      }
+      if (interval % 10 == 9) std::memset(page.data() + 64, interval, 512);  // a long run
+      diffs.emplace_back();
+      diff_create(twin.data(), page.data(), page_size, diffs.back());
+      total += diffs.back().size();
+    }
+    std::vector<std::span<const std::byte>> spans(diffs.begin(), diffs.end());
+    std::vector<std::byte> merged{std::byte{0x7e}};  // appended after what is there
+    ASSERT_TRUE(diff_merge(spans, page_size, merged));
+    ASSERT_EQ(merged.front(), std::byte{0x7e});
+    merged.erase(merged.begin());
+    ASSERT_TRUE(diff_valid(merged, page_size));
+    EXPECT_LE(merged.size() * 3, total);
+    for (int reader = 0; reader < 3; ++reader) {
+      auto in_order = test::random_bytes(random, page_size);
+      auto at_once = in_order;
+      for (const auto& diff : diffs) ASSERT_TRUE(diff_apply(in_order.data(), page_size, diff));
+      ASSERT_TRUE(diff_apply(at_once.data(), page_size, merged));
+      ASSERT_EQ(0, memcmp(in_order.data(), at_once.data(), page_size)) << page_size;
+    }
+  }
+}
+
+// A page rewritten whole at every interval merges into one diff of the page.
+TEST_P(diff_code_variant, a_page_rewritten_many_times_merges_into_one_page) {
+  std::vector<std::vector<std::byte>> diffs;
+  std::vector<std::byte> twin(4096, std::byte{0}), page = twin;
+  for (int interval = 1; interval <= 500; ++interval) {
+    twin = page;
+    std::memset(page.data(), interval % 251 + 1, page.size());
+    diffs.emplace_back();
+    diff_create(twin.data(), page.data(), page.size(), diffs.back());
+  }
+  std::vector<std::span<const std::byte>> spans(diffs.begin(), diffs.end());
+  std::vector<std::byte> merged;
+  ASSERT_TRUE(diff_merge(spans, 4096, merged));
+  EXPECT_EQ(merged.size(), 4096 + sizeof(diff_run_header));
+  std::vector<std::byte> rebuilt(4096, std::byte{0x42});
+  ASSERT_TRUE(diff_apply(rebuilt.data(), 4096, merged));
+  EXPECT_EQ(rebuilt, page);
+}
+
+TEST_P(diff_code_variant, merging_nothing_gives_nothing_and_a_malformed_diff_is_refused) {
+  std::vector<std::byte> merged;
+  ASSERT_TRUE(diff_merge({}, 4096, merged));
+  EXPECT_TRUE(merged.empty());
+  std::vector<std::byte> empty;
+  std::vector<std::span<const std::byte>> nothing{empty, empty};
+  ASSERT_TRUE(diff_merge(nothing, 4096, merged));
+  EXPECT_TRUE(merged.empty());
+  std::vector<std::byte> twin(4096, std::byte{0}), page = twin;
+  page[10] = std::byte{1};
+  std::vector<std::byte> good, truncated{std::byte{0}, std::byte{0}, std::byte{4}, std::byte{0}};
+  diff_create(twin.data(), page.data(), 4096, good);
+  std::vector<std::span<const std::byte>> spans{good, truncated};
+  merged.assign(3, std::byte{9});
+  EXPECT_FALSE(diff_merge(spans, 4096, merged));
+  EXPECT_EQ(merged, std::vector<std::byte>(3, std::byte{9}));
 }
 
 INSTANTIATE_TEST_SUITE_P(all, diff_code_variant,
