@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <utility>
 
 #include "diff.h"
 #include "log.h"
@@ -413,25 +414,21 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
   };
   std::vector<std::vector<wanted>> asks(nprocs_);
   std::vector<int> writers;
-  std::vector<wanted> lacking;
-  std::vector<int> lacking_from;
+  std::vector<std::pair<int, wanted>> lacking;  // this page's, by writer
   for (std::uint32_t page : pages) {
     lacking.clear();
-    lacking_from.clear();
     for (int writer = 0; writer < nprocs_; ++writer) {
       if (writer == rank_) continue;
       std::uint32_t newest = notified(writer, page);
       if (newest == 0) continue;
       std::uint32_t done = applied(page, writer);
       if (newest <= done) continue;
-      lacking.push_back({page, done, newest, false});
-      lacking_from.push_back(writer);
+      lacking.push_back({writer, {page, done, newest, false}});
     }
-    for (std::size_t i = 0; i < lacking.size(); ++i) {
-      int writer = lacking_from[i];
+    for (auto& [writer, ask] : lacking) {
       if (asks[writer].empty()) writers.push_back(writer);
-      asks[writer].push_back(lacking[i]);
-      asks[writer].back().alone = lacking.size() == 1;
+      ask.alone = lacking.size() == 1;
+      asks[writer].push_back(ask);
     }
   }
   if (writers.empty()) {
