@@ -67,7 +67,7 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   std::vector<std::uint32_t> still_mapped;
   if (!reader.ok() || !incorporate(reader, &still_mapped))
     protocol_failure(what + ": malformed departure");
-  std::vector<std::vector<std::uint32_t>> unread = apply_pushed(reader, still_mapped);
+  std::vector<std::vector<std::uint32_t>> unread = apply_pushed(reader, still_mapped, true);
   ++barriers_done_;
   lock.unlock();
   stop_pushes(unread);
@@ -228,18 +228,24 @@ void node::push_diffs(message_writer& arrival) {
   }
 }
 
-// At a barrier departure, under mutex_, after its intervals: applies the
-// diffs pushed to this process — to a page only if they are every diff it
-// lacks (applied in happens-before order); otherwise the page is left for
-// its fault to fetch.  The application waits in the barrier, and diffs are
-// applied through the runtime's own view: a page the departure's notices
-// invalidated (still_mapped: read-only, or writable with its twin) and its
-// pushed diffs complete again stays mapped as it was, with no mprotect
-// either way; the rest of still_mapped is protected here.  A page invalid
-// before the departure stays protected, up to date.  Returns, per writer,
-// the pages whose pushes this process no longer reads.
+// At a barrier departure or a lock grant, under mutex_, after its
+// intervals: applies the diffs pushed to this process — to a page only if
+// they are every diff it lacks (applied in happens-before order);
+// otherwise the page is left for its fault to fetch.  The application
+// waits in the barrier or the acquire, and diffs are applied through the
+// runtime's own view: a page the message's notices invalidated
+// (still_mapped: read-only, or writable with its twin) and its pushed
+// diffs complete again stays mapped as it was, with no mprotect either
+// way; the rest of still_mapped is protected here.  At a grant only a
+// writable copy stays mapped (data that migrates under the lock, written
+// by each holder in turn): a read-only one is protected as one invalid
+// before, so that a copy no longer read shows as unread and its pushes
+// stop (there is no barrier count to make them lapse in a program of
+// locks alone).  A page invalid before stays protected, up to date.
+// Returns, per writer, the pages whose pushes this process no longer reads.
 std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reader,
-                                                           std::vector<std::uint32_t>& still_mapped) {
+                                                           std::vector<std::uint32_t>& still_mapped,
+                                                           bool keep_read_only) {
   std::uint32_t count = reader.take<std::uint32_t>();
   struct arrived {
     std::int32_t writer;
@@ -258,7 +264,7 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reade
     if (!reader.ok() || diff.writer < 0 || diff.writer >= nprocs_ || diff.writer == rank_ ||
         diff.page >= npages_ || diff.first == 0 || diff.first > diff.last ||
         !diff_valid(diff.bytes, page_size_))
-      protocol_failure("malformed diff in a barrier departure");
+      protocol_failure("malformed pushed diff in a barrier departure or lock grant");
     // Pushed before a garbage collection that the departure came after:
     // the copy here has those writes already, or was dropped.
     if (diff.first <= intervals_.base(diff.writer)) continue;
@@ -266,7 +272,7 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reade
     diff.order = record ? vector_time_sum(record->time) : 0;
     diffs.push_back(diff);
   }
-  if (!reader.ok()) protocol_failure("malformed barrier departure");
+  if (!reader.ok()) protocol_failure("malformed pushed diffs in a barrier departure or lock grant");
   std::sort(diffs.begin(), diffs.end(), [](const arrived& a, const arrived& b) {
     if (a.page != b.page) return a.page < b.page;
     return a.order != b.order ? a.order < b.order : a.writer < b.writer;
@@ -301,7 +307,9 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reade
         progress.applied = diffs[i].last;
         ++applied_count;
       }
-      if (!std::binary_search(still_mapped.begin(), still_mapped.end(), page)) {
+      bool mapped = std::binary_search(still_mapped.begin(), still_mapped.end(), page) &&
+                    (keep_read_only || entry.twin != nullptr);
+      if (!mapped) {
         // Invalid before this departure (a lock grant brought the notice,
         // or an earlier barrier left it invalid): up to date now, but still
         // protected, so that the next read, if any, shows (a fault that

@@ -4,19 +4,28 @@
 // tail of the lock's distributed queue) and forwards each request to it.
 // The tail grants at once if it holds the token and does not use the lock,
 // otherwise it remembers the requester as its successor and grants at its
-// release.  A grant carries the intervals the acquirer lacks.  A process
+// release.  A grant carries the intervals the acquirer lacks, and the
+// granter's diffs of pages the acquirer has been reading.  A process
 // that holds the token takes the lock again with no message.  Cost of a
 // remote acquire: 2 messages when the manager holds the token, 3 otherwise.
 //
 // Condition variables live at the lock's manager: a waiter joins the queue
 // (acknowledged, before it releases the lock, so that no signal is lost),
 // releases the lock, asks to be woken, and acquires the lock again.
+#include <algorithm>
+#include <cstring>
 #include <deque>
 
 #include "log.h"
 #include "node.h"
 
 namespace tmk {
+
+namespace {
+// The most diff bytes a grant carries: a grant is on the acquirer's
+// critical path, and a page left out costs it a fault as before.
+constexpr std::size_t max_grant_push_bytes = 64 * 1024;
+}  // namespace
 
 node::lock_state& node::lock_of(std::uint32_t id) {
   auto& slot = locks_[id];
@@ -37,12 +46,54 @@ void node::check_lock_id(const char* call, unsigned id) {
                    std::to_string(config_.max_locks - 1) + " (TMK_MAX_LOCKS)");
 }
 
-message_writer node::make_grant(std::uint32_t id, const vector_time& requester_time) {
+// Under mutex_: the grant carries the intervals the acquirer lacks and,
+// as a barrier departure does, this process's diffs of the pages the
+// acquirer has been fetching from it lately (see push_to_acquirer).
+message_writer node::make_grant(std::uint32_t id, const vector_time& requester_time, int requester) {
   message_writer grant(message_type::lock_grant);
   grant.put<std::uint32_t>(id);
   if (!intervals_.encode(grant, requester_time, time_))
     protocol_failure("lock " + std::to_string(id) + ": an interval the acquirer lacks is gone");
+  push_to_acquirer(grant, requester, requester_time[rank_]);
   return grant;
+}
+
+// Under mutex_: data that migrates under a lock (FFT's checksums, a
+// work queue) is read by each acquirer in turn, and the grant's notices
+// would invalidate the acquirer's copy: a fault, a round trip for the diff
+// and, on the machine of BENCHMARKS.md, an mprotect of 7-50 us each way.
+// The diffs of this process's pages that the acquirer has read lately (a
+// diff request made it a reader: subscribe) go with the grant instead, in
+// the departure's form, and apply_pushed brings its copy up to date in
+// place when they are all it lacks.  Only diffs of intervals the acquirer
+// has not heard of (after saw), at most max_grant_push_bytes in all.
+void node::push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t saw) {
+  std::uint32_t count = 0;
+  std::size_t count_offset = grant.size();
+  grant.reserve(sizeof count);
+  std::size_t budget = max_grant_push_bytes;
+  if (acquirer != rank_)
+    for (std::uint32_t page : subscribed_) {
+      page_extra* entry = extras_.find(page);
+      if (entry == nullptr || std::none_of(entry->readers.begin(), entry->readers.end(),
+                                           [&](const page_reader& r) {
+                                             return r.process == acquirer && r.until > barriers_done_;
+                                           }))
+        continue;
+      if (entry->twin != nullptr && entry->twin_start <= time_[rank_]) seal_while_writable(page, *entry);
+      for (const auto& diff : entry->diffs) {
+        if (diff.last <= saw) continue;
+        if (diff.bytes.size() > budget) break;
+        budget -= diff.bytes.size();
+        grant.put<std::int32_t>(rank_);
+        grant.put<std::uint32_t>(page);
+        grant.put<std::uint32_t>(diff.first);
+        grant.put<std::uint32_t>(diff.last);
+        grant.put_bytes(diff.bytes);
+        ++count;
+      }
+    }
+  memcpy(grant.buffer().data() + count_offset, &count, sizeof count);
 }
 
 // The lock Tmk_malloc and Tmk_free take: an id past every user lock that
@@ -90,13 +141,16 @@ void node::acquire(std::uint32_t id) {
   if (reader.type() != message_type::lock_grant || reader.take<std::uint32_t>() != id)
     protocol_failure(what + ": malformed grant");
   close_interval();
-  if (!incorporate(reader)) protocol_failure(what + ": malformed intervals in the grant");
+  std::vector<std::uint32_t> still_mapped;
+  if (!incorporate(reader, &still_mapped)) protocol_failure(what + ": malformed intervals in the grant");
+  std::vector<std::vector<std::uint32_t>> unread = apply_pushed(reader, still_mapped, false);
   state.waiting = false;
   state.token = true;
   state.held = true;
   if (id != heap_lock()) counters_.remote_acquires.fetch_add(1, std::memory_order_relaxed);
   bool ask = collection_wanted();
   lock.unlock();
+  stop_pushes(unread);
   if (ask) request_collection();
 }
 
@@ -115,7 +169,7 @@ void node::release(std::uint32_t id) {
   close_interval();
   bool ask = collection_wanted();
   if (state.has_successor) {
-    message_writer grant = make_grant(id, state.successor_time);
+    message_writer grant = make_grant(id, state.successor_time, state.successor.origin);
     reply_token successor = state.successor;
     state.has_successor = false;
     state.token = false;
@@ -166,7 +220,7 @@ void node::serve_lock_request(const incoming_request& request, std::uint32_t id,
   lock_state& state = lock_of(id);
   if (state.token && !state.held && !state.waiting) {
     state.token = false;
-    reply(request.token(), make_grant(id, requester_time));
+    reply(request.token(), make_grant(id, requester_time, request.origin));
     return;
   }
   if (state.has_successor)

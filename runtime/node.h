@@ -302,7 +302,8 @@ class node {
   void handle_lock_request(const incoming_request& request, message_reader& reader);
   void serve_lock_request(const incoming_request& request, std::uint32_t id,
                           const vector_time& requester_time);
-  message_writer make_grant(std::uint32_t id, const vector_time& requester_time);
+  message_writer make_grant(std::uint32_t id, const vector_time& requester_time, int requester);
+  void push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t saw);
   void handle_cond(const incoming_request& request, message_type type, message_reader& reader);
   void check_lock_id(const char* call, unsigned id);
   void acquire(std::uint32_t id);  // lock_acquire and lock_release without the checks
@@ -325,8 +326,11 @@ class node {
   std::uint32_t barrier_round(std::uint32_t id, barrier_kind kind, const char* call);
   void push_diffs(message_writer& arrival);
   // Returns, per writer, the pages this process stops taking its pushes of.
+  // keep_read_only: a read-only copy brought up to date stays mapped (at a
+  // barrier); otherwise only a writable one does (at a lock grant).
   std::vector<std::vector<std::uint32_t>> apply_pushed(message_reader& reader,
-                                                       std::vector<std::uint32_t>& still_mapped);
+                                                       std::vector<std::uint32_t>& still_mapped,
+                                                       bool keep_read_only);
   void stop_pushes(const std::vector<std::vector<std::uint32_t>>& unread);
   void handle_push_stop(const incoming_request& request, message_reader& reader);
   bool listed_between(int writer, std::uint32_t page, std::uint32_t after,

@@ -78,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "garbage-locks", "garbage-exit", "stress", "traffic-counts",
                                          "boundary-rows", "notices-once", "fresh-zeros",
                                          "twins-kept", "pushes-stop", "whole-and-diffs",
-                                         "merged-diffs"),
+                                         "merged-diffs", "lock-pushes"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
 

@@ -99,6 +99,49 @@ static void release_acquire(void) {
   finish("release-acquire");
 }
 
+/* Data that migrates under a lock travels with the grant: the processes
+ * take turns (a turn word under lock 6, no barriers), each adding to a
+ * counter and stamping its cell on one page.  Once a process has asked a
+ * writer for the page's diffs, that writer's grants carry them, and a
+ * turn after it costs no diff request when the granter is the page's only
+ * other writer, as on 2 processes: there, over the last half of the turns,
+ * a process asks for diffs at most twice (once a turn without the push).
+ * On more processes each acquirer lacks other writers' diffs too, and the
+ * counter and cells must come out right all the same. */
+static void lock_pushes(void) {
+  const int turns = 40;
+  const unsigned nprocs = Tmk_nprocs;
+  int mine = 0;
+  unsigned long asked_before = 0;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((nprocs + 2) * sizeof(int));
+    memset(shared_ints, 0, (nprocs + 2) * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  while (mine < turns) {
+    Tmk_lock_acquire(6);
+    if ((unsigned)shared_ints[0] % nprocs == Tmk_proc_id) {
+      if (mine == turns / 2) asked_before = Tmk_stat.diff_requests;
+      check(shared_ints[0] == mine * (int)nprocs + (int)Tmk_proc_id, "the turn counter", shared_ints[0],
+            mine * (long)nprocs + Tmk_proc_id);
+      shared_ints[0]++;
+      shared_ints[2 + Tmk_proc_id] = ++mine;
+    }
+    Tmk_lock_release(6);
+  }
+  if (nprocs == 2)
+    check(Tmk_stat.diff_requests - asked_before <= 2, "diff requests over the last turns (at most)",
+          (long)(Tmk_stat.diff_requests - asked_before), 2);
+  Tmk_barrier(1);
+  check(shared_ints[0] == turns * (int)nprocs, "the final counter", shared_ints[0], turns * (long)nprocs);
+  {
+    unsigned p;
+    for (p = 0; p < nprocs; p++) check(shared_ints[2 + p] == turns, "a process's cell", shared_ints[2 + p], turns);
+  }
+  finish("lock-pushes");
+}
+
 /* Different processes write different words of the same pages under
  * different locks: every write survives. */
 static void false_sharing(void) {
@@ -1153,6 +1196,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "notices-once") == 0) notices_once();
   else if (strcmp(scenario, "fresh-zeros") == 0) fresh_zeros();
   else if (strcmp(scenario, "merged-diffs") == 0) merged_diffs();
+  else if (strcmp(scenario, "lock-pushes") == 0) lock_pushes();
   else if (strcmp(scenario, "whole-and-diffs") == 0) whole_and_diffs();
   else if (strcmp(scenario, "twins-kept") == 0) twins_kept();
   else if (strcmp(scenario, "pushes-stop") == 0) pushes_stop();
