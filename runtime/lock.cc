@@ -81,10 +81,14 @@ void node::push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t s
                                            }))
         continue;
       if (entry->twin != nullptr && entry->twin_start <= time_[rank_]) seal_while_writable(page, *entry);
+      // A page's diffs all or none: the acquirer applies none of a part.
+      std::size_t bytes = 0;
+      for (const auto& diff : entry->diffs)
+        if (diff.last > saw) bytes += diff.bytes.size();
+      if (bytes > budget) continue;
+      budget -= bytes;
       for (const auto& diff : entry->diffs) {
         if (diff.last <= saw) continue;
-        if (diff.bytes.size() > budget) break;
-        budget -= diff.bytes.size();
         grant.put<std::int32_t>(rank_);
         grant.put<std::uint32_t>(page);
         grant.put<std::uint32_t>(diff.first);
