@@ -310,10 +310,11 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reade
       bool mapped = std::binary_search(still_mapped.begin(), still_mapped.end(), page) &&
                     (keep_read_only || entry.twin != nullptr);
       if (!mapped) {
-        // Invalid before this departure (a lock grant brought the notice,
-        // or an earlier barrier left it invalid): up to date now, but still
-        // protected, so that the next read, if any, shows (a fault that
-        // needs no message, which clears pushed_unread).  A copy still
+        // Invalid before this message (a lock grant brought the notice,
+        // or an earlier barrier left it invalid), or read-only at a grant:
+        // up to date now, but protected, so that the next read, if any,
+        // shows (a fault that needs no message, which clears
+        // pushed_unread).  A copy still
         // unread at the next push is not being read: its writers stop
         // pushing it here (FFT's processes read the other half of u once,
         // in the first transpose, and were pushed it, and opened it, at
