@@ -68,7 +68,7 @@ bytes_between() {  # bytes received by the bridge from the second host's veth
 status=0
 run() {
   local name=$1; shift
-  local before after output
+  local before after output code
   before=$(bytes_between)
   # Open MPI's daemons now and then fail to call mpirun back over the fresh
   # veth links; that is the launcher's start-up, not the program: try again.
@@ -78,17 +78,19 @@ run() {
       --mca plm_rsh_agent "$work/agent" --mca oob_tcp_if_include "${net}0/24" --mca routed direct \
       --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "${net}0/24" \
       -x PMIX_MCA_gds=hash -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=tmk0 \
-      "$@" 2>&1) || true
+      "$@" 2>&1) && code=0 || code=$?
     grep -q "connection back to mpirun\|does not know how to route" <<<"$output" || break
     echo "multihost: $name: the launcher's daemons did not connect (attempt $attempt)"
   done
   after=$(bytes_between)
   local namespaces
   namespaces=$(sort -u "$work/launched" 2>/dev/null | wc -l)
-  if grep -q "check: passed" <<<"$output" && [ "$namespaces" -eq 3 ] && [ "$after" -gt "$before" ]; then
+  # Every process must end well: mpirun's status is the worst of them.
+  if [ "$code" -eq 0 ] && grep -q "check: passed" <<<"$output" && [ "$namespaces" -eq 3 ] &&
+     [ "$after" -gt "$before" ]; then
     echo "multihost: $name passed on 3 namespaces ($((after - before)) bytes from the second host)"
   else
-    echo "multihost: $name FAILED (namespaces $namespaces, bytes $((after - before)))"
+    echo "multihost: $name FAILED (exit status $code, namespaces $namespaces, bytes $((after - before)))"
     echo "$output" | tail -20
     status=1
   fi

@@ -425,7 +425,9 @@ struct worker {
     auto reply = wait(id, "deferred reply");
     op_header got{};
     if (reply.size() == sizeof got) memcpy(&got, reply.data(), sizeof got);
-    if (got.a != target) fail("deferred reply from %d, expected %d", got.a, target);
+    if (reply.size() != sizeof got || got.code != op_defer || got.a != target)
+      fail("deferred reply of %zu bytes from %d, expected %zu from %d", reply.size(), got.a,
+           sizeof got, target);
   }
 
   // An interruptible wait for a reply that cannot have come (its request

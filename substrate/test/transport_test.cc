@@ -90,10 +90,17 @@ std::string scenario_name(const ::testing::TestParamInfo<scenario_parameters>& i
 
 INSTANTIATE_TEST_SUITE_P(
     interrupt, transport_scenario,
-    ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted",
-                                         "hand-back", "caller-requests"),
+    ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values(0, 1, 2),
                        ::testing::Values("interrupt")),
+    scenario_name);
+
+// Between processes only: one process has no peer to hand the channel to
+// or to send its caller a request.
+INSTANTIATE_TEST_SUITE_P(
+    interrupt_peers, transport_scenario,
+    ::testing::Combine(::testing::Values("hand-back", "caller-requests"), ::testing::Values(2, 3, 4, 8),
+                       ::testing::Values(0, 1, 2), ::testing::Values("interrupt")),
     scenario_name);
 
 INSTANTIATE_TEST_SUITE_P(
