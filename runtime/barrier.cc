@@ -309,6 +309,18 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reade
       }
       bool mapped = std::binary_search(still_mapped.begin(), still_mapped.end(), page) &&
                     (keep_read_only || entry.twin != nullptr);
+      if (mapped && entry.twin == nullptr && ++entry.mapped_pushes >= 1u << entry.sample_shift) {
+        // A read-only copy kept mapped shows no reads: at its 1st, 3rd,
+        // 7th, ... push (then every 64th) it is left protected instead,
+        // so that its pushes stop if it is no longer read (FFT's process
+        // 0 read the other half of u once, in the first transpose, and
+        // was pushed it, 300 kB, at every iteration after, unless the
+        // checksum lock came to it from the writer).  A copy still read
+        // costs a fault with no message then.
+        mapped = false;
+        entry.mapped_pushes = 0;
+        entry.sample_shift = static_cast<std::uint8_t>(std::min(entry.sample_shift + 1, 6));
+      }
       if (!mapped) {
         // Invalid before this message (a lock grant brought the notice,
         // or an earlier barrier left it invalid), or read-only at a grant:

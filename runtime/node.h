@@ -109,6 +109,9 @@ struct page_extra {
   std::uint8_t idle_closes = 0;         // closes in a row that found a speculative twin unwritten
   bool pushed_unread = false;           // pushed diffs brought the copy up to date, left protected,
                                         // and it has not been read since
+  std::uint8_t mapped_pushes = 0;       // barrier pushes applied to the copy kept mapped read-only
+                                        // since it was last left protected instead
+  std::uint8_t sample_shift = 0;        // the next is left protected at 2^sample_shift of them
   std::vector<sealed_diff> diffs;       // this process's, in order
   std::vector<writer_progress> writers; // other processes'
   std::vector<page_reader> readers;     // who reads this process's writes to it
@@ -248,6 +251,7 @@ class node {
     return notices_[writer] != nullptr ? notices_[writer][page] : 0;
   }
   std::uint32_t applied(std::uint32_t page, int writer);
+  bool up_to_date(std::uint32_t page);
   void clear_notices();
   void populate(const std::vector<std::uint32_t>& pages);
   // Whole pages between buffers and the memfd, with one preadv or pwritev

@@ -260,9 +260,14 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
   // reads 2).  Never-seen pages always (process 0 seals those it still
   // writes, once, when it first sends them).
   bool sweep = first_read && !written_before(page) && (page == 0 || !written_before(page - 1));
+  // A page pushed up to date and left protected (apply_pushed) faults to
+  // show it is read: no message, and none for the pages after it either
+  // (FFT's process 0, reading its block of work so, fetched the next
+  // process's block, which it does not read, 148 kB an iteration).
+  bool local = wanted == page_state::invalid && up_to_date(page);
   for (std::uint32_t next = page + 1;
        next < npages_ && batch.size() < config_.prefetch_pages && state_of(next) == wanted &&
-       (wanted == page_state::unfetched || sweep || read_before(next));
+       (wanted == page_state::unfetched || sweep || read_before(next)) && (!local || up_to_date(next));
        ++next)
     batch.push_back(next);
   staged_copies staged;
@@ -282,6 +287,14 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
     if (page_extra* entry = extras_.find(fetched)) entry->pushed_unread = false;
   }
   protect_pages(batch, page_state::read_only);
+}
+
+// True if the copy here lacks no diff of another process that this one
+// knows of.
+bool node::up_to_date(std::uint32_t page) {
+  for (int writer = 0; writer < nprocs_; ++writer)
+    if (writer != rank_ && notified(writer, page) > applied(page, writer)) return false;
+  return true;
 }
 
 // Makes the runtime view's memory for a batch of pages in one system call
