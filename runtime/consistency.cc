@@ -60,6 +60,7 @@ void node::close_interval() {
         continue;
       }
       entry->speculative = false;
+      mark_written(page);
     }
     twinned_[kept++] = page;
   }
