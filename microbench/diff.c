@@ -7,20 +7,26 @@
  *
  * Process 1 holds a copy of every page beforehand.  In each run process 0
  * writes (new values each run, so that every written word differs from its
- * twin) and hands the writes to process 1 through a lock and a condition
- * variable (a barrier would carry the diffs along, and nothing would
- * fault), which invalidates process 1's copies, and process 1 reads the
- * same words in address order: each page it touches
- * faults and fetches process 0's diff, which process 0 creates on demand.
+ * twin), which invalidates process 1's copies once the writes reach it,
+ * and process 1 reads the same words in address order: each page it
+ * touches faults and fetches process 0's diff, which process 0 creates on
+ * demand.  The writes reach process 1 through process 2, by a lock and a
+ * condition variable from process 0 to process 2 and another from process
+ * 2 to process 1: a process sends the diffs of the pages another fetched
+ * from it lately along with its barriers and its lock grants to it, so
+ * that with a barrier, or a grant from process 0, the diffs would come
+ * with the synchronisation and nothing would fault.
  * Process 1's pass divided by the number of pages is the time per page.  A
  * second barrier ends the run before process 0 writes again.  Process 1
  * checks every value it read, and with its statistics that the pages came
  * as diffs.  (tmk validates the pages after a faulting one together, up to
  * TMK_PREFETCH_PAGES of them: TMK_PREFETCH_PAGES=1 makes every page its own
- * fault and round trip, as in TreadMarks.)  Other processes only pass the
- * barriers.
+ * fault and round trip, as in TreadMarks.)  The program stops with an
+ * error if process 1's reads fetched no diffs.  Other processes only pass
+ * the barriers.
  *
  * Usage: diff [-c small|large] [-i PAGES] [-r RUNS] [--csv] [-- -n NPROCS]
+ *        (at least 3 processes)
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -30,13 +36,19 @@
 
 static const char *const cases[] = {"small", "large", NULL};
 
-/* The region, allocated once by process 0, and after its pages a word that
- * counts the runs process 0 has written. */
+/* The region, allocated once by process 0, and after its pages two words:
+ * the runs process 0 has written (under lock 1), and the runs process 2
+ * has handed on (under lock 0). */
 static uint32_t *region;
 
 static volatile uint32_t *runs_written(int pages)
 {
   return (volatile uint32_t *)&region[(size_t)pages * (Tmk_page_size / sizeof *region)];
+}
+
+static volatile uint32_t *runs_handed_on(int pages)
+{
+  return runs_written(pages) + 1;
 }
 
 /* The value of word `word` of page `page` in run `run`: it changes from
@@ -88,11 +100,14 @@ static double run_once(int run, int pages, int large)
 {
   if (Tmk_proc_id == 0) {
     write_pages(run, pages, large);
-    microbench_writes_done(runs_written(pages), 0);
+    microbench_writes_done(runs_written(pages), 1);
+  } else if (Tmk_proc_id == 2) {
+    microbench_await_writes(runs_written(pages), (uint32_t)run + 1, 1);
+    microbench_writes_done(runs_handed_on(pages), 0);
   }
   double time = 0;
   if (Tmk_proc_id == 1) {
-    microbench_await_writes(runs_written(pages), (uint32_t)run + 1, 0);
+    microbench_await_writes(runs_handed_on(pages), (uint32_t)run + 1, 0);
     double start = microbench_now_us();
     uint32_t sum = read_pages(pages, large);
     time = (microbench_now_us() - start) / pages;
@@ -112,8 +127,9 @@ int main(int argc, char **argv)
   int pages = options.iterations;
 
   Tmk_startup(argc, argv);
-  if (Tmk_nprocs < 2)
-    Tmk_errexit("diff: needs at least 2 processes (-- -n 2)");
+  if (Tmk_nprocs < 3)
+    Tmk_errexit("diff: needs at least 3 processes (-- -n 3): process 2 hands process 0's writes "
+                "on to process 1");
   if ((unsigned long)(pages + 1) * Tmk_page_size > UINT_MAX)
     Tmk_errexit("diff: %d pages are too many for one Tmk_malloc", pages);
 
@@ -122,6 +138,7 @@ int main(int argc, char **argv)
     if (region == NULL)
       Tmk_errexit("diff: cannot allocate %d pages of shared memory", pages);
     *runs_written(pages) = 0;
+    *runs_handed_on(pages) = 0;
     Tmk_distribute(&region, sizeof region);
   }
   Tmk_barrier(0);
@@ -132,12 +149,19 @@ int main(int argc, char **argv)
   double times[MICROBENCH_MAX_RUNS];
   run_once(0, pages, large); /* warm-up */
   unsigned long applied_before = Tmk_stat.diffs_applied;
+  unsigned long requests_before = Tmk_stat.diff_requests;
   for (int run = 0; run < options.runs; run++)
     times[run] = run_once(run + 1, pages, large);
   Tmk_barrier(0);
   if (Tmk_proc_id == 1) {
     unsigned long expected = (unsigned long)options.runs * (unsigned long)pages;
     unsigned long applied = Tmk_stat.diffs_applied - applied_before;
+    unsigned long requests = Tmk_stat.diff_requests - requests_before;
+    /* At least one fetch for the pages of each run besides the counters'. */
+    if (requests < 2 * (unsigned long)options.runs)
+      Tmk_errexit("diff: process 1's reads fetched diffs %lu times in %d runs: the diffs came "
+                  "another way, and the times measure no fetch",
+                  requests, options.runs);
     if (applied < expected)
       fprintf(stderr, "diff: warning: only %lu of the %lu pages read came as diffs\n", applied,
               expected);

@@ -13,11 +13,17 @@
  * writers-4).  Each access is to a page 32 pages after the previous one,
  * beyond the pages a fault validates together, so that every access is a
  * fault of its own; the time per access is the time per fault.  The
- * writes reach the reader through a lock release and acquire (a barrier
- * would carry the diffs along and leave nothing to fault for).
+ * writes reach the reader through a process that writes nothing, the
+ * relay (the last process): by a lock and a condition variable from the
+ * writers to the relay and another from the relay to the reader.  A
+ * process sends the diffs of the pages another fetched from it lately
+ * along with its barriers and its lock grants to it, so that with a
+ * barrier, or a grant from a writer, the diffs would come with the
+ * synchronisation and leave nothing to fault for; the program stops with
+ * an error if the reader's faults fetched no diffs.
  *
  * Usage: fault [-c cold|writers-1|writers-4] [-i FAULTS] [-r RUNS] [--csv]
- *              [-- -n NPROCS]   (writers-4 needs 5 processes)
+ *              [-- -n NPROCS]   (writers-1 needs 3 processes, writers-4 6)
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -47,10 +53,16 @@ static void write_pages(int faults, unsigned writer, unsigned value)
     region[(size_t)i * STRIDE * words_per_page() + writer] = value;
 }
 
-/* The word after the last accessed page counts the writers' rounds. */
+/* The words after the last accessed page count the writers' rounds
+ * (under lock 1) and the relay's (under lock 0). */
 static volatile uint32_t *done_count(int faults)
 {
   return (volatile uint32_t *)&region[(size_t)faults * STRIDE * words_per_page()];
+}
+
+static volatile uint32_t *relayed_count(int faults)
+{
+  return done_count(faults) + 1;
 }
 
 static double run_once(const char *which, int faults, unsigned round)
@@ -67,6 +79,7 @@ static double run_once(const char *which, int faults, unsigned round)
       if (region == NULL)
         Tmk_errexit("fault: cannot allocate %d pages of shared memory", (faults + 1) * STRIDE);
       *done_count(faults) = 0;
+      *relayed_count(faults) = 0;
       Tmk_distribute(&region, sizeof region);
     }
     Tmk_barrier(1);
@@ -85,16 +98,20 @@ static double run_once(const char *which, int faults, unsigned round)
       time = (microbench_now_us() - start) / faults;
     }
   } else {
-    /* The writes reach the reader through lock 0 (microbench_writes_done).
-     * The writers are process 0, and 2 .. writers for more than one. */
+    /* The writes reach the relay through lock 1 and the reader through
+     * lock 0 (microbench_writes_done).  The writers are process 0, and
+     * 2 .. writers for more than one. */
     unsigned me = Tmk_proc_id;
     writes_done++;
     Tmk_barrier(3);
     if (me == 0 || (me >= 2 && me <= (unsigned)writers)) {
       write_pages(faults, me, round);
-      microbench_writes_done(done_count(faults), 0);
+      microbench_writes_done(done_count(faults), 1);
+    } else if (me == Tmk_nprocs - 1) {
+      microbench_await_writes(done_count(faults), writes_done * (unsigned)writers, 1);
+      microbench_writes_done(relayed_count(faults), 0);
     } else if (me == 1) {
-      microbench_await_writes(done_count(faults), writes_done * (unsigned)writers, 0);
+      microbench_await_writes(relayed_count(faults), writes_done, 0);
       double start = microbench_now_us();
       sink = read_pages(faults);
       time = (microbench_now_us() - start) / faults;
@@ -112,18 +129,28 @@ int main(int argc, char **argv)
   microbench_parse(&options, argc, argv);
 
   Tmk_startup(argc, argv);
+  int cold = strcmp(options.which, "cold") == 0;
   if (Tmk_nprocs < 2)
     Tmk_errexit("fault: needs at least 2 processes (-- -n 2)");
-  if (strcmp(options.which, "writers-4") == 0 && Tmk_nprocs < 5)
-    Tmk_errexit("fault: writers-4 needs 5 processes (-- -n 5)");
+  if (strcmp(options.which, "writers-1") == 0 && Tmk_nprocs < 3)
+    Tmk_errexit("fault: writers-1 needs 3 processes (-- -n 3): the last hands the writes on");
+  if (strcmp(options.which, "writers-4") == 0 && Tmk_nprocs < 6)
+    Tmk_errexit("fault: writers-4 needs 6 processes (-- -n 6): the last hands the writes on");
   if ((unsigned long)(options.iterations + 1) * STRIDE * Tmk_page_size > UINT_MAX)
     Tmk_errexit("fault: %d faults need too large a region", options.iterations);
 
   double times[MICROBENCH_MAX_RUNS];
   run_once(options.which, options.iterations, 1); /* warm-up */
+  unsigned long requests_before = Tmk_stat.diff_requests;
   for (int run = 0; run < options.runs; run++)
     times[run] = run_once(options.which, options.iterations, 2 + (unsigned)run);
   Tmk_barrier(0);
+  /* Each run's faults and the relay's count: a fetch from each writer. */
+  if (!cold && Tmk_proc_id == 1 &&
+      Tmk_stat.diff_requests - requests_before < (unsigned long)options.runs * options.iterations)
+    Tmk_errexit("fault: the reader's faults fetched diffs %lu times in %d runs of %d: the diffs "
+                "came another way, and the times measure no fetch",
+                Tmk_stat.diff_requests - requests_before, options.runs, options.iterations);
   microbench_collect(times, options.runs, 1);
   microbench_report(&options, times);
   Tmk_exit(0);

@@ -71,8 +71,8 @@ def main():
 
     cases = [
         ("fault, a page never seen (whole from process 0)", "fault", "cold", 2),
-        ("fault, invalidated page, 1 writer", "fault", "writers-1", 2),
-        ("fault, invalidated page, 4 writers", "fault", "writers-4", 5),
+        ("fault, invalidated page, 1 writer", "fault", "writers-1", 3),
+        ("fault, invalidated page, 4 writers", "fault", "writers-4", 6),
         ("lock acquire, direct (from the manager)", "lock", "direct", 2),
         ("lock acquire, indirect (via the manager)", "lock", "indirect", 3),
     ] + [("barrier, %d processes" % n, "barrier", None, n) for n in (2, 3, 4, 6, 8)]
