@@ -145,7 +145,8 @@ int main(int argc, char **argv)
   for (int run = 0; run < options.runs; run++)
     times[run] = run_once(options.which, options.iterations, 2 + (unsigned)run);
   Tmk_barrier(0);
-  /* Each run's faults and the relay's count: a fetch from each writer. */
+  /* A diff request a fault at least (one to each writer): had the diffs
+   * come with the handover, the faults would have asked for none. */
   if (!cold && Tmk_proc_id == 1 &&
       Tmk_stat.diff_requests - requests_before < (unsigned long)options.runs * options.iterations)
     Tmk_errexit("fault: the reader's faults fetched diffs %lu times in %d runs of %d: the diffs "

@@ -323,14 +323,14 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reade
       }
       if (!mapped) {
         // Invalid before this message (a lock grant brought the notice,
-        // or an earlier barrier left it invalid), or read-only at a grant:
-        // up to date now, but protected, so that the next read, if any,
-        // shows (a fault that needs no message, which clears
-        // pushed_unread).  A copy still
-        // unread at the next push is not being read: its writers stop
-        // pushing it here (FFT's processes read the other half of u once,
-        // in the first transpose, and were pushed it, and opened it, at
-        // every iteration after: 20% of a 30-iteration run at 8 processes).
+        // or an earlier barrier left it invalid), read-only at a grant, or
+        // sampled as above: up to date now, but protected, so that the
+        // next read, if any, shows (a fault that needs no message, which
+        // clears pushed_unread).  A copy still unread at the next push is
+        // not being read: its writers stop pushing it here (FFT's
+        // processes read the other half of u once, in the first
+        // transpose, and were pushed it, and opened it, at every iteration
+        // after: 20% of a 30-iteration run at 8 processes).
         if (entry.pushed_unread)
           for (std::size_t i = from; i < to; ++i)
             if (unread[diffs[i].writer].empty() || unread[diffs[i].writer].back() != page)
