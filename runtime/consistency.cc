@@ -60,7 +60,6 @@ void node::close_interval() {
         continue;
       }
       entry->speculative = false;
-      mark_written(page);
     }
     twinned_[kept++] = page;
   }

@@ -268,7 +268,6 @@ class node {
   bool written_before(std::uint32_t page) const {
     return (written_bits_[page / 64] >> (page % 64)) & 1;
   }
-  void mark_written(std::uint32_t page) { written_bits_[page / 64] |= std::uint64_t{1} << (page % 64); }
   bool filled(std::uint32_t page) const { return (filled_bits_[page / 64] >> (page % 64)) & 1; }
   bool noticed(std::uint32_t page) const { return (noticed_bits_[page / 64] >> (page % 64)) & 1; }
   writer_progress& progress_of(page_extra& page, int writer);
@@ -376,7 +375,7 @@ class node {
   std::mutex mutex_;  // everything below
   std::uint8_t* states_ = nullptr;  // per page: state XOR its initial state
   std::uint64_t* read_bits_ = nullptr;  // per page: faulted on for reading here
-  std::uint64_t* written_bits_ = nullptr;  // per page: written here before
+  std::uint64_t* written_bits_ = nullptr;  // per page: twinned here before
   // Per page: its memory made through the runtime view (populate()); a page
   // written only through the application's view is not marked.
   std::uint64_t* filled_bits_ = nullptr;

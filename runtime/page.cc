@@ -180,14 +180,10 @@ void node::make_writable(std::uint32_t page) {
     if (!twinned_.empty() && twinned_.back() >= opened) twinned_sorted_ = false;
     twinned_.push_back(opened);
     ++twin_count_;
+    written_bits_[opened / 64] |= std::uint64_t{1} << (opened % 64);
     set_state(opened, page_state::read_write);
   }
   read_through_file(unfilled, unfilled_twins);
-  // Only the faulting page is known written; one opened with it counts as
-  // written here once a close or a seal finds it so (with
-  // TMK_PREFETCH_PAGES=64, FFT's process 0 opened the other process's half
-  // of u with its own, and its reads there then fetched a page a fault).
-  mark_written(page);
   counters_.twins.fetch_add(batch.size(), std::memory_order_relaxed);
   protect_pages(batch, page_state::read_write);
 }
@@ -232,7 +228,6 @@ void node::record_diff(std::uint32_t page, page_extra& entry, const std::byte* c
   diff_scratch_.clear();
   diff_create(entry.twin, contents != nullptr ? contents : runtime_page(page), page_size_,
               diff_scratch_);
-  if (!diff_scratch_.empty()) mark_written(page);  // some word changed
   auto kept = diffs_.keep(diff_scratch_);
   if (!kept) job_.fatal("out of memory for the diff of a page");
   sealed_diff sealed{entry.twin_start, std::max(entry.twin_start, time_[rank_]), *kept};

@@ -449,36 +449,6 @@ static void pushes_stop(void) {
   finish("pushes-stop");
 }
 
-/* A first write opens the read-only pages after it with the faulting one
- * (TMK_PREFETCH_PAGES in all); one not written then is not this process's
- * data.  Process 0 writes the first of 64 pages, the last process every
- * word of the other 63, and process 0 then reads them: after the edge of
- * its own data (the first page, alone) its faults fetch them in batches,
- * at most 2 + 63 / TMK_PREFETCH_PAGES diff requests (each page alone, 63,
- * when the pages opened with the first counted as written by process 0). */
-static void opened_unwritten(void) {
-  const long pages = 64;
-  const char *setting = getenv("TMK_PREFETCH_PAGES");
-  long prefetch = setting != NULL ? atol(setting) : 16, i, bound;
-  unsigned long requests_before;
-  allocate_page_aligned_ints(pages * PAGE_WORDS);
-  if (Tmk_proc_id == 0) shared_ints[0] = 1;
-  Tmk_barrier(1);
-  if (Tmk_proc_id == Tmk_nprocs - 1)
-    for (i = PAGE_WORDS; i < pages * PAGE_WORDS; i++) shared_ints[i] = (int)i;
-  Tmk_barrier(2);
-  requests_before = Tmk_stat.diff_requests; /* Tmk_stat is brought up to date by each call */
-  if (Tmk_proc_id == 0)
-    for (i = PAGE_WORDS; i < pages * PAGE_WORDS; i += 61)
-      if (shared_ints[i] != (int)i) check(0, "a word of the last process's pages", shared_ints[i], i);
-  Tmk_barrier(3);
-  bound = 2 + (pages - 1 + prefetch - 1) / prefetch;
-  if (Tmk_proc_id == 0)
-    check((long)(Tmk_stat.diff_requests - requests_before) <= bound, "diff requests to read 63 pages (at most)",
-          (long)(Tmk_stat.diff_requests - requests_before), bound);
-  finish("opened-unwritten");
-}
-
 /* A block read once and then only pushed, with barriers alone: each
  * process rewrites its block of 8 pages every round, and every process
  * reads every block in the first round only, so its copies of the others'
@@ -1265,7 +1235,6 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "twins-kept") == 0) twins_kept();
   else if (strcmp(scenario, "pushes-stop") == 0) pushes_stop();
   else if (strcmp(scenario, "read-once") == 0) read_once();
-  else if (strcmp(scenario, "opened-unwritten") == 0) opened_unwritten();
   else if (strcmp(scenario, "conditions") == 0) conditions();
   else if (strcmp(scenario, "distribution") == 0) distribution();
   else if (strcmp(scenario, "allocation") == 0) allocation();
