@@ -73,7 +73,8 @@ static double run_once(const char *which, int faults, unsigned round)
   static int allocated;
   static unsigned writes_done; /* rounds of writes so far, the same everywhere */
   int writers = strcmp(which, "writers-4") == 0 ? 4 : 1;
-  if (strcmp(which, "cold") == 0 || !allocated) {
+  int cold = strcmp(which, "cold") == 0;
+  if (cold || !allocated) {
     allocated = 1;
     if (Tmk_proc_id == 0) {
       region = Tmk_malloc((unsigned)(faults + 1) * STRIDE * Tmk_page_size);
@@ -84,12 +85,13 @@ static double run_once(const char *which, int faults, unsigned round)
       Tmk_distribute(&region, sizeof region);
     }
     Tmk_barrier(1);
-    if (strcmp(which, "cold") != 0 && Tmk_proc_id == 1)
+    if (!cold && Tmk_proc_id == 1)
       sink = read_pages(faults); /* now held here, to be invalidated */
     Tmk_barrier(2);
   }
   double time = 0;
-  if (strcmp(which, "cold") == 0) {
+  unsigned long requests_before = 0;
+  if (cold) {
     if (Tmk_proc_id == 0)
       write_pages(faults, 0, round + 1);
     Tmk_barrier(3);
@@ -113,20 +115,18 @@ static double run_once(const char *which, int faults, unsigned round)
       microbench_writes_done(relayed_count(faults), 0);
     } else if (me == 1) {
       microbench_await_writes(relayed_count(faults), writes_done, 0);
-      unsigned long requests_before = Tmk_stat.diff_requests; /* up to date at the release */
+      requests_before = Tmk_stat.diff_requests; /* up to date at the release */
       double start = microbench_now_us();
       sink = read_pages(faults);
       time = (microbench_now_us() - start) / faults;
-      Tmk_barrier(4);
-      /* A diff request a fault at least (one to each writer): had the
-       * diffs come with the handover, the faults would have asked for
-       * none. */
-      if (round > 1 && Tmk_stat.diff_requests - requests_before < (unsigned long)faults)
-        short_fetches++;
-      return time;
     }
   }
   Tmk_barrier(4);
+  /* A diff request a fault at least (one to each writer): had the diffs
+   * come with the handover, the faults would have asked for none. */
+  if (!cold && Tmk_proc_id == 1 && round > 1 &&
+      Tmk_stat.diff_requests - requests_before < (unsigned long)faults)
+    short_fetches++;
   return time;
 }
 
