@@ -5,7 +5,10 @@
 //
 // Process 0 sends a request of each size to process 1, whose service thread
 // replies with as many bytes; the round trip is the median over R batches
-// of each batch's mean.  With --gap-us, consecutive requests are spaced by
+// of each batch's mean.  The caller takes each reply as the substrate
+// hands it over (lent in UCX's receive buffer from 512 B up) and checks its
+// length, not its bytes, as ucx_perftest's ucp_am_lat reads none of the
+// data it receives.  With --gap-us, consecutive requests are spaced by
 // G microseconds (the caller busy-waits) so that the service thread has
 // gone to sleep when the next one arrives.  The bandwidth is that of a
 // stream of M one-way messages of each size, closed by one round trip.
@@ -145,7 +148,7 @@ int main(int argc, char** argv) {
              link->footprint(256).total(), link->footprint(1024).total(), "size_B",
              "rtt_us_median", "bandwidth_MBps");
     std::vector<std::byte> body(reply_body.size() + sizeof(std::uint64_t));
-    std::vector<std::byte> reply;
+    reply_payload reply;
     for (std::size_t size : chosen.sizes) {
       // The request is one contiguous part whose first word says how many
       // bytes to reply with.
@@ -157,6 +160,9 @@ int main(int argc, char** argv) {
         if (!id) fail(id.error(), "request");
         status waited = link->wait_reply(*id, reply);
         if (!waited) fail(waited, "waiting for a reply");
+        if (reply.size() != size)
+          the_job->fatal("a reply of " + std::to_string(reply.size()) + " bytes, not " +
+                         std::to_string(size));
       };
       for (int i = 0; i < std::min(chosen.iterations, 200); ++i) round_trip();  // warm-up
       std::vector<double> batches;

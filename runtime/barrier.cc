@@ -58,10 +58,10 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
                                                   : std::string(call) + "(garbage collection)";
   lock.unlock();
   request_id arrived = send_request(0, arrival, what, true);
-  std::vector<std::byte> answer =
+  reply_payload answer =
       waits_for_program(kind) ? await_synchronization(arrived, what) : await(arrived, what);
   lock.lock();
-  message_reader reader(answer);
+  message_reader reader(answer.bytes());
   if (reader.type() != message_type::barrier_depart) protocol_failure(what + ": malformed departure");
   std::uint32_t collection = reader.take<std::uint32_t>();
   std::vector<std::uint32_t> still_mapped;

@@ -55,8 +55,8 @@ void node::request_collection() {
     message_writer request(message_type::collection_request);
     request.put<std::uint32_t>(collections_done_);
     std::string what = "asking for garbage collection";
-    std::vector<std::byte> answer = await(send_request(0, request, what), what);
-    message_reader reader(answer);
+    reply_payload answer = await(send_request(0, request, what), what);
+    message_reader reader(answer.bytes());
     number = reader.type() == message_type::collection_reply ? reader.take<std::uint32_t>() : 0;
     if (!reader.ok()) protocol_failure(what + ": malformed answer");
   }

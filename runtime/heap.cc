@@ -101,7 +101,7 @@ void* node::allocate_unlocked(unsigned size) {
     request.put<std::uint8_t>(0);
     request.put<std::uint64_t>(size);
     auto answer = await(send_request(0, request, "Tmk_malloc"), "Tmk_malloc");
-    message_reader reader(answer);
+    message_reader reader(answer.bytes());
     if (reader.type() != message_type::allocate_reply || !reader.get(address))
       protocol_failure("Tmk_malloc: malformed reply");
   }
@@ -118,7 +118,7 @@ void* node::extend(unsigned increment) {
     request.put<std::uint8_t>(1);
     request.put<std::uint64_t>(increment);
     auto answer = await(send_request(0, request, "Tmk_sbrk"), "Tmk_sbrk");
-    message_reader reader(answer);
+    message_reader reader(answer.bytes());
     if (reader.type() != message_type::allocate_reply || !reader.get(address))
       protocol_failure("Tmk_sbrk: malformed reply");
   }
@@ -137,7 +137,7 @@ void node::release_block(void* pointer) {
     message_writer request(message_type::release_block);
     request.put<std::uint64_t>(address);
     auto answer = await(send_request(0, request, "Tmk_free"), "Tmk_free");
-    message_reader reader(answer);
+    message_reader reader(answer.bytes());
     std::uint8_t ok = 0;
     if (reader.type() != message_type::release_reply || !reader.get(ok))
       protocol_failure("Tmk_free: malformed reply");
@@ -196,7 +196,7 @@ void node::distribute(const void* pointer, int size) {
   std::vector<request_id> ids;
   for (int process = 0; process < nprocs_; ++process)
     if (process != rank_) ids.push_back(send_request(process, message, "Tmk_distribute"));
-  std::vector<std::vector<std::byte>> replies(ids.size());
+  std::vector<reply_payload> replies(ids.size());
   await_all(ids, replies, "Tmk_distribute");
 }
 

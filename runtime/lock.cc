@@ -139,9 +139,9 @@ void node::acquire(std::uint32_t id) {
   int manager = static_cast<int>(id % static_cast<unsigned>(nprocs_));
   std::string what = "Tmk_lock_acquire(" + std::to_string(id) + ")";
   lock.unlock();
-  std::vector<std::byte> answer = await_synchronization(send_request(manager, request, what), what);
+  reply_payload answer = await_synchronization(send_request(manager, request, what), what);
   lock.lock();
-  message_reader reader(answer);
+  message_reader reader(answer.bytes());
   if (reader.type() != message_type::lock_grant || reader.take<std::uint32_t>() != id)
     protocol_failure(what + ": malformed grant");
   close_interval();

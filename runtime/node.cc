@@ -207,19 +207,19 @@ request_id node::send_request(int peer, const message_writer& message, const std
   return *id;
 }
 
-std::vector<std::byte> node::await(request_id id, const std::string& what) {
-  std::vector<std::byte> reply;
+reply_payload node::await(request_id id, const std::string& what) {
+  reply_payload reply;
   await_all({&id, 1}, {&reply, 1}, what);
   return reply;
 }
 
-void node::await_all(std::span<const request_id> ids, std::span<std::vector<std::byte>> replies,
+void node::await_all(std::span<const request_id> ids, std::span<reply_payload> replies,
                      const std::string& what) {
   check_replies(link_->wait_replies(ids, replies), replies, what);
 }
 
-std::vector<std::byte> node::await_synchronization(request_id id, const std::string& what) {
-  std::vector<std::byte> reply;
+reply_payload node::await_synchronization(request_id id, const std::string& what) {
+  reply_payload reply;
   status waited;
   while ((waited = link_->wait_reply_interruptible(id, reply)).code() == status_code::interrupted)
     collect_if_called();
@@ -227,15 +227,15 @@ std::vector<std::byte> node::await_synchronization(request_id id, const std::str
   return reply;
 }
 
-void node::check_replies(const status& waited, std::span<std::vector<std::byte>> replies,
+void node::check_replies(const status& waited, std::span<reply_payload> replies,
                          const std::string& what) {
   if (!waited) {
     if (waited.code() == status_code::peer_lost) job_.fatal_lost(waited, what);
     job_.fatal(what + ": " + waited.message());
   }
   for (auto& reply : replies)
-    if (!reply.empty() && static_cast<message_type>(reply[0]) == message_type::rejected) {
-      message_reader reader(reply);
+    if (!reply.empty() && static_cast<message_type>(reply.bytes()[0]) == message_type::rejected) {
+      message_reader reader(reply.bytes());
       reader.type();
       job_.fatal(what + ": the request was refused: " + reader.get_string());
     }

@@ -220,14 +220,14 @@ class node {
   // handles the request when it next waits (transport::send_request_to_caller).
   request_id send_request(int peer, const message_writer& message, const std::string& what,
                           bool to_caller = false);
-  std::vector<std::byte> await(request_id id, const std::string& what);
-  void await_all(std::span<const request_id> ids, std::span<std::vector<std::byte>> replies,
+  reply_payload await(request_id id, const std::string& what);
+  void await_all(std::span<const request_id> ids, std::span<reply_payload> replies,
                  const std::string& what);
   // A wait for another process's synchronisation call (a lock's grant, a
   // condition's wake-up, a barrier's departure): a garbage collection
   // called meanwhile is taken part in from inside it.
-  std::vector<std::byte> await_synchronization(request_id id, const std::string& what);
-  void check_replies(const status& waited, std::span<std::vector<std::byte>> replies,
+  reply_payload await_synchronization(request_id id, const std::string& what);
+  void check_replies(const status& waited, std::span<reply_payload> replies,
                      const std::string& what);
   void send_one_way(int peer, const message_writer& message, const std::string& what);
   void reply(const reply_token& to, const message_writer& message);
@@ -280,7 +280,7 @@ class node {
   // Whole copies from process 0, brought up to date by fetch_diffs before
   // they are written to the memfd.
   struct staged_copies {
-    std::vector<std::byte> answer;     // holds them
+    reply_payload answer;              // holds them (diffs are applied there)
     std::vector<std::uint32_t> pages;  // ascending
     std::vector<std::byte*> copies;
   };

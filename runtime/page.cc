@@ -382,7 +382,7 @@ void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
   lock.unlock();
   staged.answer = await(send_request(0, request, what), what);
   lock.lock();
-  message_reader reader(staged.answer);
+  message_reader reader(staged.answer.bytes());
   if (reader.type() != message_type::page_reply) protocol_failure("malformed page reply");
   for (std::uint32_t page : pages) {
     std::uint8_t served = reader.take<std::uint8_t>();
@@ -395,7 +395,7 @@ void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
       protocol_failure("malformed page from process 0");
     if (served == 1) {
       staged.pages.push_back(page);
-      staged.copies.push_back(staged.answer.data() + (contents.data() - staged.answer.data()));
+      staged.copies.push_back(staged.answer.writable_bytes().data() + (contents.data() - staged.answer.data()));
     }
     page_extra& entry = extra(page);
     for (std::uint32_t i = 0; i < count; ++i) {
@@ -466,7 +466,7 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
     ids.push_back(send_request(writer, request, what));
   }
   counters_.diff_requests.fetch_add(writers.size(), std::memory_order_relaxed);
-  std::vector<std::vector<std::byte>> replies(ids.size());
+  std::vector<reply_payload> replies(ids.size());
   await_all(ids, replies, what);
   lock.lock();
 
@@ -479,7 +479,7 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
   std::vector<received> diffs;
   for (std::size_t w = 0; w < writers.size(); ++w) {
     int writer = writers[w];
-    message_reader reader(replies[w]);
+    message_reader reader(replies[w].bytes());
     if (reader.type() != message_type::diff_reply ||
         reader.take<std::uint32_t>() != asks[writer].size())
       protocol_failure("malformed diff reply from process " + std::to_string(writer));

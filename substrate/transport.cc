@@ -299,9 +299,54 @@ transport::pending_reply* transport::find_pending(request_id id) {
 }
 
 void transport::release_pending(pending_reply& slot) {
+  if (slot.lent_handle != nullptr) {
+    release_lent(slot.lent_handle);
+    slot.lent_handle = nullptr;
+    slot.lent = {};
+  }
   free_slots_.push_back(static_cast<std::uint32_t>(&slot - pending_.data()));
   slot.id = 0;
   slot.done = false;
+}
+
+void transport::release_all_lent() {
+  for (pending_reply& slot : pending_)
+    if (slot.lent_handle != nullptr) {
+      release_lent(slot.lent_handle);
+      slot.lent_handle = nullptr;
+      slot.lent = {};
+    }
+}
+
+reply_payload& reply_payload::operator=(reply_payload&& other) noexcept {
+  if (this == &other) return *this;
+  reset();
+  owned_.swap(other.owned_);
+  lent_ = other.lent_;
+  lender_ = other.lender_;
+  handle_ = other.handle_;
+  other.lent_ = {};
+  other.lender_ = nullptr;
+  other.handle_ = nullptr;
+  return *this;
+}
+
+void reply_payload::move_into(std::vector<std::byte>& into) {
+  if (lender_ != nullptr)
+    into.assign(lent_.begin(), lent_.end());
+  else
+    into.swap(owned_);
+  reset();
+}
+
+void reply_payload::reset() {
+  if (lender_ != nullptr) {
+    lender_->release_lent(handle_);
+    lender_ = nullptr;
+    handle_ = nullptr;
+    lent_ = {};
+  }
+  owned_.clear();
 }
 
 std::vector<std::byte>* transport::reply_destination(const wire_header& header,
@@ -322,6 +367,13 @@ std::vector<std::byte>* transport::reply_destination(const wire_header& header,
     entry.payload.resize(length);
     return &entry.payload;
   }
+  pending_reply* slot = waiting_slot(header);
+  if (slot == nullptr) return nullptr;
+  slot->payload.resize(length);
+  return &slot->payload;
+}
+
+transport::pending_reply* transport::waiting_slot(const wire_header& header) {
   if (header.kind == message_kind::warm_up_reply && header.sequence == 0)
     return nullptr;  // warm_up()'s opening of a reply channel: answers nothing
   pending_reply* slot = find_pending(header.sequence);
@@ -331,8 +383,18 @@ std::vector<std::byte>* transport::reply_destination(const wire_header& header,
             header.sequence, header.sender);
     return nullptr;
   }
-  slot->payload.resize(length);
-  return &slot->payload;
+  return slot;
+}
+
+bool transport::lend_reply(const wire_header& header, std::span<std::byte> payload, void* handle) {
+  if (header.kind == message_kind::caller_request) return false;
+  pending_reply* slot = waiting_slot(header);
+  if (slot == nullptr) return false;
+  slot->payload.clear();
+  slot->lent = payload;
+  slot->lent_handle = handle;
+  reply_complete(header);
+  return true;
 }
 
 void transport::reply_complete(const wire_header& header) {
@@ -353,7 +415,8 @@ void transport::reply_complete(const wire_header& header) {
   causal_acquire();
   if (header.kind == message_kind::warm_up_reply) return;
   count(caller_counters_.messages_received, 1);
-  count(caller_counters_.bytes_received, slot->payload.size() + sizeof(wire_header));
+  std::size_t length = slot->lent_handle != nullptr ? slot->lent.size() : slot->payload.size();
+  count(caller_counters_.bytes_received, length + sizeof(wire_header));
 }
 
 status transport::check_size(int peer, std::size_t payload_length) const {
@@ -462,7 +525,7 @@ status transport::warm_up() {
   std::vector<request_id> ids;
   auto await_asked = [&]() -> status {
     if (ids.empty()) return status::ok();
-    std::vector<std::vector<std::byte>> replies(ids.size());
+    std::vector<reply_payload> replies(ids.size());
     status done = wait_replies(ids, replies);
     ids.clear();
     return done;
@@ -524,7 +587,7 @@ status transport::warm_up() {
   for (std::size_t bytes = 64;; bytes = std::min(bytes * 2, largest)) {
     auto id = ask(next, bytes, -1, bytes);
     if (!id) return id.error();
-    std::vector<std::byte> reply;
+    reply_payload reply;
     done = wait_reply(*id, reply);
     if (!done) return done;
     if (bytes == largest) break;
@@ -646,35 +709,66 @@ status transport::forward(const incoming_request& request, int peer, parts paylo
 
 status transport::flush() { return flush_channel(channel::reply); }
 
+status transport::wait_reply(request_id id, reply_payload& reply) {
+  return wait_replies({&id, 1}, {&reply, 1});
+}
+
 status transport::wait_reply(request_id id, std::vector<std::byte>& reply) {
   return wait_replies({&id, 1}, {&reply, 1});
 }
 
-// The reply's bytes are swapped into the caller's vector, and the caller's
-// old buffer stays with the slot: a caller that reuses its vector makes no
+// Bytes of its own are swapped into the caller's reply, and the caller's
+// old buffer stays with the slot: a caller that reuses its reply makes no
 // allocation after the first few requests.
+void transport::hand_over(pending_reply& slot, reply_payload& reply) {
+  reply.reset();
+  if (slot.lent_handle != nullptr) {
+    reply.lent_ = slot.lent;
+    reply.lender_ = this;
+    reply.handle_ = slot.lent_handle;
+    slot.lent = {};
+    slot.lent_handle = nullptr;
+  } else {
+    reply.owned_.swap(slot.payload);
+  }
+  release_pending(slot);
+}
+
 status transport::wait_replies(std::span<const request_id> ids,
-                               std::span<std::vector<std::byte>> replies) {
+                               std::span<reply_payload> replies) {
   for (request_id id : ids)
     if (find_pending(id) == nullptr)
       return status(status_code::invalid_argument, "wait for an unknown request");
   status waited = wait_until_done(ids);
   for (std::size_t i = 0; i < ids.size(); ++i) {
     pending_reply* slot = find_pending(ids[i]);
-    if (waited) replies[i].swap(slot->payload);
-    release_pending(*slot);
+    if (waited)
+      hand_over(*slot, replies[i]);
+    else
+      release_pending(*slot);
   }
   return waited;
 }
 
-status transport::wait_reply_interruptible(request_id id, std::vector<std::byte>& reply) {
+status transport::wait_replies(std::span<const request_id> ids,
+                               std::span<std::vector<std::byte>> replies) {
+  std::vector<reply_payload> received(ids.size());
+  status waited = wait_replies(ids, received);
+  if (waited)
+    for (std::size_t i = 0; i < ids.size(); ++i) received[i].move_into(replies[i]);
+  return waited;
+}
+
+status transport::wait_reply_interruptible(request_id id, reply_payload& reply) {
   if (find_pending(id) == nullptr)
     return status(status_code::invalid_argument, "wait for an unknown request");
   status waited = wait_until_done({&id, 1}, true);
   if (waited.code() == status_code::interrupted) return waited;  // the slot stays
   pending_reply* slot = find_pending(id);
-  if (waited) reply.swap(slot->payload);
-  release_pending(*slot);
+  if (waited)
+    hand_over(*slot, reply);
+  else
+    release_pending(*slot);
   return waited;
 }
 

@@ -62,6 +62,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "substrate_config.h"
@@ -134,6 +135,47 @@ struct buffer_footprint {
   std::size_t total() const { return request_bytes + reply_bytes; }
 };
 
+class transport;
+
+// A reply's payload.  Where the backend can lend the buffer it received a
+// reply in (UCX active messages, see ucx_transport::lend_minimum), the
+// bytes stay there, uncopied, until the holder lets go: reset(), a move
+// onto it, or its destruction, on the calling thread while the transport
+// lives.  Otherwise, and for a reply a process gives itself, the bytes are
+// its own.  Lent or not, they stay where they are until then: a reply's
+// parts may be pointed into.
+class reply_payload {
+ public:
+  reply_payload() = default;
+  reply_payload(reply_payload&& other) noexcept { *this = std::move(other); }
+  reply_payload& operator=(reply_payload&& other) noexcept;
+  reply_payload(const reply_payload&) = delete;
+  reply_payload& operator=(const reply_payload&) = delete;
+  ~reply_payload() { reset(); }
+
+  byte_span bytes() const { return lender_ != nullptr ? byte_span(lent_) : byte_span(owned_); }
+  // The same bytes, the holder's to change until it lets go.
+  std::span<std::byte> writable_bytes() {
+    return lender_ != nullptr ? lent_ : std::span<std::byte>(owned_);
+  }
+  const std::byte* data() const { return bytes().data(); }
+  std::size_t size() const { return bytes().size(); }
+  bool empty() const { return size() == 0; }
+  // Whether the bytes are in a backend's buffer.
+  bool lent() const { return lender_ != nullptr; }
+  // Gives a lent buffer back, or empties the bytes of its own.
+  void reset();
+  // The bytes into a vector (copied if lent), this emptied.
+  void move_into(std::vector<std::byte>& into);
+
+ private:
+  friend class transport;
+  std::vector<std::byte> owned_;
+  std::span<std::byte> lent_;
+  transport* lender_ = nullptr;
+  void* handle_ = nullptr;
+};
+
 class transport {
  public:
   using request_handler = std::function<void(const incoming_request&)>;
@@ -184,16 +226,20 @@ class transport {
   result<request_id> expect_reply_here();
   // Either thread: a request that gets no reply.
   status send_one_way(int peer, parts payload);
-  // Calling thread: waits for the reply to id and moves its payload into
-  // reply.  Ends with peer_lost if a process is lost meanwhile.
+  // Calling thread: waits for the reply to id and hands its payload to
+  // reply, lent where the backend lends (what reply held before is let go).
+  // Ends with peer_lost if a process is lost meanwhile.
+  status wait_reply(request_id id, reply_payload& reply);
+  // The same, the payload copied into a vector if it was lent.
   status wait_reply(request_id id, std::vector<std::byte>& reply);
   // Waits for several replies at once (sent to different peers).
+  status wait_replies(std::span<const request_id> ids, std::span<reply_payload> replies);
   status wait_replies(std::span<const request_id> ids, std::span<std::vector<std::byte>> replies);
   // Calling thread: wait_reply, but it ends with status_code::interrupted,
   // the request still outstanding (wait for it again later), once
   // interrupt_wait() has been called, during the wait or since the last
   // wait it ended.
-  status wait_reply_interruptible(request_id id, std::vector<std::byte>& reply);
+  status wait_reply_interruptible(request_id id, reply_payload& reply);
   // Either thread: ends the calling thread's interruptible wait, the one
   // under way or the next.
   void interrupt_wait();
@@ -259,6 +305,17 @@ class transport {
   std::vector<std::byte>* reply_destination(const wire_header& header, std::size_t length);
   // The reply's payload is in place.
   void reply_complete(const wire_header& header);
+  // Calling thread: a reply received whole in a buffer of the backend's,
+  // which the backend lends until release_lent(handle) (called on this
+  // thread): true if it is kept so, as the payload of the request it
+  // answers (and complete); false if nobody waits for it or it is not a
+  // reply, to be received through reply_destination instead.
+  bool lend_reply(const wire_header& header, std::span<std::byte> payload, void* handle);
+  // Gives back a buffer lent by lend_reply.
+  virtual void release_lent(void* /*handle*/) {}
+  // Gives back the buffers lent to requests nobody waited for: called by a
+  // lending backend before it closes its channels.
+  void release_all_lent();
   status check_size(int peer, std::size_t payload_length) const;
   // A reply to a request of this process's own caller: straight into the
   // waiting slot, no message.
@@ -290,6 +347,9 @@ class transport {
     // either thread (a reply to this process's own request, reply_here).
     std::atomic<bool> done{false};
     std::vector<std::byte> payload;
+    // Instead of payload: a buffer the backend lends (calling thread only).
+    std::span<std::byte> lent;
+    void* lent_handle = nullptr;
   };
   // Counters of one thread, read (not written) by others.
   struct thread_counters {
@@ -301,6 +361,12 @@ class transport {
 
   void service_loop();
   pending_reply* find_pending(request_id id);
+  // The slot of the request a reply answers, or null (logged) if nobody
+  // waits for it.
+  pending_reply* waiting_slot(const wire_header& header);
+  // Hands a waited-for slot's payload over and frees the slot.
+  void hand_over(pending_reply& slot, reply_payload& reply);
+  friend class reply_payload;
   result<request_id> take_slot();
   void release_pending(pending_reply& slot);
   status wait_until_done(std::span<const request_id> ids, bool interruptible = false);

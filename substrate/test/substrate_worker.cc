@@ -441,7 +441,7 @@ struct worker {
     op_header interrupt{op_interrupt, 0, 0, 0};
     status sent = link->send_one_way(rank, {as_bytes_of(interrupt)});
     if (!sent) the_job->fatal("interrupt: " + sent.message());
-    std::vector<std::byte> reply;
+    reply_payload reply;
     status waited = link->wait_reply_interruptible(id, reply);
     if (waited.code() != status_code::interrupted)
       fail("the first wait ended with '%s', not interrupted", waited.message().c_str());
@@ -559,6 +559,65 @@ struct worker {
     fail("a reply came from a process that never replies");
   }
 
+  // Replies held at once while more arrive: every process asks every peer
+  // for replies of each length, keeps them all, then checks every byte.
+  // UCX's active messages lend each reply of 256 B or more that one
+  // shared-memory segment holds (8176 B with UCX's default segment) in the
+  // buffer it came in (the pingpong's 4 KiB round trip without a copy);
+  // nothing else lends.  Moving a reply keeps its bytes where they are; a reset
+  // gives the buffer back.  Rounds repeat it, so that buffers given back
+  // are lent again.
+  void lent_replies(int rounds) {
+    const std::size_t lengths[] = {0, 8, 255, 256, 1000, 4096, 8176, 8177, 20000, 100000};
+    const bool lends = link->config().backend == backend_kind::ucx &&
+                       link->config().ucx_path == ucx_data_path::am;
+    auto check = [&](const reply_payload& reply, std::size_t length, int peer, const char* when) {
+      byte_span bytes = reply.bytes();
+      if (bytes.size() != length) {
+        fail("%s: a reply of %zu bytes from %d came back with %zu", when, length, peer, bytes.size());
+        return;
+      }
+      for (std::size_t i = 0; i < length; ++i)
+        if (bytes[i] != std::byte{pattern(static_cast<std::uint32_t>(rank + length), i)}) {
+          fail("%s: the reply of %zu bytes from %d differs at %zu", when, length, peer, i);
+          return;
+        }
+      if (reply.lent() != (lends && length >= 256 && length <= 8176))
+        fail("%s: the reply of %zu bytes was %s", when, length, reply.lent() ? "lent" : "copied");
+    };
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<reply_payload> held;
+      std::vector<std::pair<std::size_t, int>> asked;
+      for (int step = 1; step < size; ++step) {
+        int peer = (rank + step) % size;
+        for (std::size_t length : lengths) {
+          op_header sized{op_sized, static_cast<std::int32_t>(length), 0, 0};
+          request_id id = request(peer, {as_bytes_of(sized)}, "lent");
+          status waited = link->wait_reply(id, held.emplace_back());
+          if (!waited) the_job->fatal("lent: " + waited.message());
+          asked.emplace_back(length, peer);
+        }
+      }
+      for (std::size_t i = 0; i < held.size(); ++i)
+        check(held[i], asked[i].first, asked[i].second, "held");
+      if (held.empty()) continue;
+      // A move keeps the bytes in place; reset leaves nothing.
+      const std::byte* where = held.back().data();
+      reply_payload moved(std::move(held.back()));
+      if (moved.data() != where || !held.back().empty())
+        fail("a moved reply changed place or stayed behind");
+      check(moved, asked.back().first, asked.back().second, "moved");
+      moved.reset();
+      if (!moved.empty() || moved.lent()) fail("a reset reply kept %zu bytes", moved.size());
+      // Waiting into a payload that holds a reply lets go of it first.
+      op_header sized{op_sized, 4096, 0, 0};
+      int peer = (rank + 1) % size;
+      status waited = link->wait_reply(request(peer, {as_bytes_of(sized)}, "lent"), held.front());
+      if (!waited) the_job->fatal("lent: " + waited.message());
+      check(held.front(), 4096, peer, "reused");
+    }
+  }
+
   // A message above TMK_MAX_MESSAGE: refused with a message naming it.
   void too_large() {
     std::vector<std::byte> body(config_max() + 1);
@@ -623,6 +682,7 @@ int main(int argc, char** argv) {
   else if (scenario == "caller-requests") self.caller_requests(6);
   else if (scenario == "killed") self.killed();
   else if (scenario == "too-large") self.too_large();
+  else if (scenario == "lent") self.lent_replies(20);
   else self.the_job->fatal("unknown scenario " + scenario);
 
   int exit_status = self.the_job->finish(self.failures == 0 ? 0 : 1);

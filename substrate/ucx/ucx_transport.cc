@@ -142,7 +142,10 @@ struct ucx_transport::worker_state {
 };
 
 ucx_transport::ucx_transport(job& owner, const substrate_config& config)
-    : transport(owner, config) {}
+    : transport(owner, config) {
+  std::size_t segment_message = receive_ring_shape().message_bytes;
+  lend_maximum_ = segment_message > sizeof(wire_header) ? segment_message - sizeof(wire_header) : 0;
+}
 
 result<std::unique_ptr<transport>> ucx_transport::create(job& owner,
                                                          const substrate_config& config) {
@@ -354,6 +357,8 @@ status ucx_transport::connect(const std::vector<std::string>& blobs) {
 
 ucx_transport::~ucx_transport() {
   stop();
+  closing_ = true;
+  release_all_lent();
   for (auto& state : workers_) {
     if (!state || !state->worker) continue;
     for (auto& slot : state->slots)
@@ -875,6 +880,11 @@ ucs_status_t ucx_transport::on_am_reply(void* arg, const void* header, size_t he
   }
   wire_header parsed;
   memcpy(&parsed, header, sizeof parsed);
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0 && length >= lend_minimum &&
+      length <= self->lend_maximum_ &&
+      !self->closing_ &&
+      self->lend_reply(parsed, {static_cast<std::byte*>(data), length}, data))
+    return UCS_INPROGRESS;
   std::vector<std::byte>* destination = self->reply_destination(parsed, length);
   if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
     auto* receive = new large_receive{worker, parsed, {}, destination};
@@ -903,6 +913,10 @@ ucs_status_t ucx_transport::on_am_reply(void* arg, const void* header, size_t he
     self->reply_complete(parsed);
   }
   return UCS_OK;
+}
+
+void ucx_transport::release_lent(void* handle) {
+  ucp_am_data_release(state(channel::reply).worker, handle);
 }
 
 void ucx_transport::went_in_flight(worker_state& worker, send_buffer* buffer) {

@@ -62,6 +62,7 @@ class ucx_transport final : public transport {
   status flush_channel(channel which) override;
   bool supports_doorbell() const override { return doorbell_ready_; }
   bool settled(channel which) const override;
+  void release_lent(void* handle) override;
 
  private:
   struct send_buffer;
@@ -104,6 +105,21 @@ class ucx_transport final : public transport {
     return *workers_[which == channel::request ? 0 : 1];
   }
 
+  // Replies at least this long, received whole in a buffer of UCX's, are
+  // lent to their waiter there (transport::lend_reply) instead of copied
+  // out: the copy reads every line of a buffer another process's core has
+  // just written, 0.44 us of a 4 KiB round trip of 1.3 on the machine of
+  // BENCHMARKS.md (0.87 lent).  Lending costs UCX a descriptor taken for
+  // the FIFO element and given back: no more than the copy at 64 B (0.44
+  // us either way), 0.01-0.02 us less at 256 B, 0.15 us less at 2 KiB.
+  static constexpr std::size_t lend_minimum = 256;
+  // And no longer than one shared-memory segment holds with its header
+  // (receive_ring_shape: 8176 B by default):
+  // a reply in fragments comes whole in a buffer UCX allocates for it, and
+  // lending those made FFT slower (32^3 on 2 processes 6.9 ms against 6.0
+  // copied, on 8 19.2 against 17.8; medians of 15, BENCHMARKS.md).
+  std::size_t lend_maximum_ = 0;
+  bool closing_ = false;  // the destructor runs: nothing more is lent
   ucp_context_h context_ = nullptr;
   bool doorbell_ready_ = false;  // the context suits doorbells (open_workers)
   std::array<std::unique_ptr<worker_state>, 2> workers_;
