@@ -6,6 +6,7 @@
 // TMK_PEER_TIMEOUT/4 seconds; nothing on the data path.
 #include "job.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -253,10 +255,33 @@ void* job::shared_line(int of_rank) const {
   return static_cast<std::byte*>(shared_lines_) + static_cast<std::size_t>(of_rank) * 64;
 }
 
+namespace {
+// Objects of jobs whose process 0 died before it removed its object (killed
+// while the others were connecting): the secret, and so the name, begins
+// with that process's id.  An object whose maker is alive is left alone
+// (whether it is a job starting or a process that took the id over).
+void remove_dead_jobs_lines() {
+  DIR* directory = opendir("/dev/shm");
+  if (directory == nullptr) return;
+  while (dirent* entry = readdir(directory)) {
+    const char* name = entry->d_name;
+    if (strncmp(name, "tmk-", 4) != 0) continue;
+    char* end = nullptr;
+    long maker = strtol(name + 4, &end, 10);
+    if (end == name + 4 || *end != '-' || maker <= 0) continue;
+    if (kill(static_cast<pid_t>(maker), 0) == 0 || errno != ESRCH) continue;
+    if (shm_unlink((std::string("/") + name).c_str()) == 0)
+      TMK_LOG(info, "removed /dev/shm/%s, left by a job whose process 0 died", name);
+  }
+  closedir(directory);
+}
+}  // namespace
+
 // Under mpirun on one host: process 0 makes the object, the others open
 // it.  Without it (a host that does not share /dev/shm between them) the
 // lines stay null and the substrate does without them.
 void job::map_shared_lines(bool make) {
+  if (make) remove_dead_jobs_lines();
   std::string name = "/tmk-" + config_.secret;
   std::size_t bytes = static_cast<std::size_t>(size_) * 64;
   int fd = shm_open(name.c_str(), make ? O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC : O_RDWR | O_CLOEXEC,
@@ -448,7 +473,8 @@ status job::start_mpi() {
     listen_fd = *listening;
     auto port = local_port(listen_fd);
     if (!port) return port.error();
-    config_.secret = random_secret();
+    // The process id first: the name of the object says whose it is.
+    config_.secret = std::to_string(getpid()) + "-" + random_secret();
     if (one_host) map_shared_lines(true);
     announcement = config_.secret + " " + std::to_string(*port);
     for (const auto& address : local_addresses()) announcement += " " + address;

@@ -4,6 +4,8 @@
 # woken by doorbells; scenarios that hand the request channel between the
 # threads and forward requests pass on 3 processes; with TMK_DOORBELL=off
 # they pass with UCX's wake-up; and no shared memory object is left behind.
+# An object a job whose process 0 died left there is removed by the next
+# job's process 0; one whose maker lives is not.
 set -u
 mpiexec=$1
 worker=$2
@@ -12,6 +14,12 @@ fail() { echo "FAILED: $*"; failed=1; }
 # The objects there before, by name: one another job removes meanwhile
 # cannot hide one these runs leave.
 before=$(ls /dev/shm | grep '^tmk-' || true)
+sleep 0 & dead=$!
+wait $dead
+stale=/dev/shm/tmk-$dead-0123456789abcdef0123456789abcdef
+alive=/dev/shm/tmk-$$-0123456789abcdef0123456789abcdef
+: >"$stale"
+: >"$alive"
 for doorbell in on off; do
   for scenario in all-pairs forward hand-back; do
     output=$(TMK_DOORBELL=$doorbell timeout 120 "$mpiexec" -np 3 --allow-run-as-root --oversubscribe \
@@ -27,6 +35,9 @@ for doorbell in on off; do
     fi
   done
 done
+[ -e "$stale" ] && fail "$stale, left by a process that is gone, was not removed"
+[ -e "$alive" ] || fail "$alive, of a process alive, was removed"
+rm -f "$stale" "$alive"
 left=$(comm -13 <(sort <<<"$before") <(ls /dev/shm | grep '^tmk-' | sort))
 [ -z "$left" ] || fail "shared memory objects left in /dev/shm: $left"
 [ $failed -eq 0 ] && echo "mpirun: passed"
