@@ -130,6 +130,22 @@ TEST(transport_doorbell, forked_ucx_job_rings_doorbells) {
   EXPECT_EQ(polled.out.find(", doorbells"), std::string::npos) << describe(polled);
 }
 
+// UCX's shared-memory FIFO would garble messages longer than 64 KiB: the
+// job refuses such a segment size, naming the setting, instead of losing
+// a request and waiting for ever.
+TEST(transport_bad_input, shared_memory_segment_of_64k_is_refused) {
+  for (const auto& [name, value] : {std::pair{"UCX_MM_SEG_SIZE", "64k"}, {"UCX_POSIX_SEG_SIZE", "70000"}}) {
+    program_result result = run_worker("sizes", 2, backends[0], "interrupt", {{name, value}});
+    EXPECT_NE(result.exit_code, 0) << describe(result);
+    EXPECT_NE(result.err.find(std::string(name) + "=" + value + ": UCX's shared-memory transports garble"),
+              std::string::npos)
+        << describe(result);
+    EXPECT_FALSE(result.stragglers) << "processes outlived the job";
+  }
+  program_result below = run_worker("sizes", 2, backends[0], "interrupt", {{"UCX_MM_SEG_SIZE", "65000"}});
+  EXPECT_EQ(below.exit_code, 0) << describe(below);
+}
+
 TEST(transport_bad_input, unknown_doorbell_choice_is_named) {
   program_result result = run_worker("all-pairs", 2, {"ucx_am", "ucx", "am", "maybe"}, "interrupt");
   EXPECT_EQ(result.exit_code, 2);

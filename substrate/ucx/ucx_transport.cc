@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -147,8 +148,44 @@ ucx_transport::ucx_transport(job& owner, const substrate_config& config)
   lend_maximum_ = segment_message > sizeof(wire_header) ? segment_message - sizeof(wire_header) : 0;
 }
 
+namespace {
+// A UCX memory size as its settings take it: digits and an optional unit
+// (b, k, m, g; upper or lower case, "kb" as "k").  False if it is none.
+bool parse_ucx_size(const char* text, unsigned long long& bytes) {
+  char* end = nullptr;
+  errno = 0;
+  bytes = strtoull(text, &end, 10);
+  if (end == text || errno != 0) return false;
+  unsigned shift = 0;
+  switch (*end) {
+    case 'k': case 'K': shift = 10; ++end; break;
+    case 'm': case 'M': shift = 20; ++end; break;
+    case 'g': case 'G': shift = 30; ++end; break;
+    default: break;
+  }
+  if (*end == 'b' || *end == 'B') ++end;
+  if (*end != '\0' || (shift != 0 && bytes > (~0ull >> shift))) return false;
+  bytes <<= shift;
+  return true;
+}
+}  // namespace
+
 result<std::unique_ptr<transport>> ucx_transport::create(job& owner,
                                                          const substrate_config& config) {
+  // UCX 1.13's shared-memory FIFO element records a message's length in 16
+  // bits: with segments of 64 KiB or more a longer message arrives cut and
+  // garbled (seen: a request's header read as zeros, dropped, its caller
+  // waiting for ever).
+  for (const char* name :
+       {"UCX_MM_SEG_SIZE", "UCX_POSIX_SEG_SIZE", "UCX_SYSV_SEG_SIZE", "UCX_XPMEM_SEG_SIZE"}) {
+    const char* value = getenv(name);
+    unsigned long long bytes = 0;
+    if (value != nullptr && parse_ucx_size(value, bytes) && bytes >= 65536)
+      return status(status_code::invalid_argument,
+                    std::string(name) + "=" + value +
+                        ": UCX's shared-memory transports garble messages in segments of 64 KiB "
+                        "or more (a message's length has 16 bits); use less than 65536");
+  }
   // A network device removed between UCX's listing of the devices and the
   // opening of a worker's interfaces on them (a container's or a network
   // namespace's veth going away as the job starts) fails the opening with
