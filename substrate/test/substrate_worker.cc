@@ -562,13 +562,13 @@ struct worker {
   // Replies held at once while more arrive: every process asks every peer
   // for replies of each length, keeps them all, then checks every byte.
   // UCX's active messages lend each reply of 256 B or more that one
-  // shared-memory segment holds (8176 B with UCX's default segment) in the
+  // shared-memory segment holds (8232 B with UCX's default segment) in the
   // buffer it came in (the pingpong's 4 KiB round trip without a copy);
   // nothing else lends.  Moving a reply keeps its bytes where they are; a reset
   // gives the buffer back.  Rounds repeat it, so that buffers given back
   // are lent again.
   void lent_replies(int rounds) {
-    const std::size_t lengths[] = {0, 8, 255, 256, 1000, 4096, 8176, 8177, 20000, 100000};
+    const std::size_t lengths[] = {0, 8, 255, 256, 1000, 4096, 8232, 8233, 20000, 100000};
     const bool lends = link->config().backend == backend_kind::ucx &&
                        link->config().ucx_path == ucx_data_path::am;
     auto check = [&](const reply_payload& reply, std::size_t length, int peer, const char* when) {
@@ -582,7 +582,7 @@ struct worker {
           fail("%s: the reply of %zu bytes from %d differs at %zu", when, length, peer, i);
           return;
         }
-      if (reply.lent() != (lends && length >= 256 && length <= 8176))
+      if (reply.lent() != (lends && length >= 256 && length <= 8232))
         fail("%s: the reply of %zu bytes was %s", when, length, reply.lent() ? "lent" : "copied");
     };
     for (int round = 0; round < rounds; ++round) {

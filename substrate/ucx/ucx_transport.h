@@ -113,9 +113,9 @@ class ucx_transport final : public transport {
   // the FIFO element and given back: no more than the copy at 64 B (0.44
   // us either way), 0.01-0.02 us less at 256 B, 0.15 us less at 2 KiB.
   static constexpr std::size_t lend_minimum = 256;
-  // And no longer than one shared-memory segment holds with its header
-  // (receive_ring_shape: 8176 B by default):
-  // a reply in fragments comes whole in a buffer UCX allocates for it, and
+  // And no longer than one shared-memory segment holds with the headers
+  // (8232 B with UCX's default segment, see the constructor): a reply in
+  // fragments comes whole in a buffer UCX allocates for it, and
   // lending those made FFT slower (32^3 on 2 processes 6.9 ms against 6.0
   // copied, on 8 19.2 against 17.8; medians of 15, BENCHMARKS.md).
   std::size_t lend_maximum_ = 0;
