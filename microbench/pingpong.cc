@@ -6,7 +6,7 @@
 // Process 0 sends a request of each size to process 1, whose service thread
 // replies with as many bytes; the round trip is the median over R batches
 // of each batch's mean.  The caller takes each reply as the substrate
-// hands it over (lent in UCX's receive buffer from 512 B up) and checks its
+// hands it over (lent in UCX's receive buffer from 256 B up) and checks its
 // length, not its bytes, as ucx_perftest's ucp_am_lat reads none of the
 // data it receives.  With --gap-us, consecutive requests are spaced by
 // G microseconds (the caller busy-waits) so that the service thread has

@@ -395,7 +395,8 @@ void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
       protocol_failure("malformed page from process 0");
     if (served == 1) {
       staged.pages.push_back(page);
-      staged.copies.push_back(staged.answer.writable_bytes().data() + (contents.data() - staged.answer.data()));
+      std::byte* held = staged.answer.writable_bytes().data();
+      staged.copies.push_back(held + (contents.data() - staged.answer.data()));
     }
     page_extra& entry = extra(page);
     for (std::uint32_t i = 0; i < count; ++i) {

@@ -574,7 +574,8 @@ struct worker {
     auto check = [&](const reply_payload& reply, std::size_t length, int peer, const char* when) {
       byte_span bytes = reply.bytes();
       if (bytes.size() != length) {
-        fail("%s: a reply of %zu bytes from %d came back with %zu", when, length, peer, bytes.size());
+        fail("%s: a reply of %zu bytes from %d came back with %zu", when, length, peer,
+             bytes.size());
         return;
       }
       for (std::size_t i = 0; i < length; ++i)

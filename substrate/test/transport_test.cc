@@ -134,15 +134,16 @@ TEST(transport_doorbell, forked_ucx_job_rings_doorbells) {
 // job refuses such a segment size, naming the setting, instead of losing
 // a request and waiting for ever.
 TEST(transport_bad_input, shared_memory_segment_of_64k_is_refused) {
-  for (const auto& [name, value] : {std::pair{"UCX_MM_SEG_SIZE", "64k"}, {"UCX_POSIX_SEG_SIZE", "70000"}}) {
+  for (const auto& [name, value] :
+       {std::pair{"UCX_MM_SEG_SIZE", "64k"}, {"UCX_POSIX_SEG_SIZE", "70000"}}) {
     program_result result = run_worker("sizes", 2, backends[0], "interrupt", {{name, value}});
     EXPECT_NE(result.exit_code, 0) << describe(result);
-    EXPECT_NE(result.err.find(std::string(name) + "=" + value + ": UCX's shared-memory transports garble"),
-              std::string::npos)
-        << describe(result);
+    std::string named = std::string(name) + "=" + value + ": UCX's shared-memory transports garble";
+    EXPECT_NE(result.err.find(named), std::string::npos) << describe(result);
     EXPECT_FALSE(result.stragglers) << "processes outlived the job";
   }
-  program_result below = run_worker("sizes", 2, backends[0], "interrupt", {{"UCX_MM_SEG_SIZE", "65000"}});
+  program_result below =
+      run_worker("sizes", 2, backends[0], "interrupt", {{"UCX_MM_SEG_SIZE", "65000"}});
   EXPECT_EQ(below.exit_code, 0) << describe(below);
 }
 
