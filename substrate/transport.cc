@@ -4,8 +4,9 @@
 // Invariant: a handler never makes progress on the request channel (its
 // sends only post), so the backend may run handlers from inside its own
 // progress call without re-entering it.  The data path allocates nothing:
-// pending replies live in a fixed table whose payload buffers are reused,
-// and counters are per thread.
+// pending replies live in a fixed table whose payload buffers are reused
+// (or hold a buffer the backend lends, see reply_payload), and counters
+// are per thread.
 #include "transport.h"
 
 #include <poll.h>
