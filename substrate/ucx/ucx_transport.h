@@ -116,8 +116,9 @@ class ucx_transport final : public transport {
   // And no longer than one shared-memory segment holds with the headers
   // (8232 B with UCX's default segment, see the constructor): a reply in
   // fragments comes whole in a buffer UCX allocates for it, and
-  // lending those made FFT slower (32^3 on 2 processes 6.9 ms against 6.0
-  // copied, on 8 19.2 against 17.8; medians of 15, BENCHMARKS.md).
+  // lending those made FFT slower in one measurement (32^3 on 2 processes
+  // 6.9 ms against 6.0 copied, on 8 19.2 against 17.8; medians of 15) and
+  // changed nothing in another (BENCHMARKS.md, substrate notes).
   std::size_t lend_maximum_ = 0;
   bool closing_ = false;  // the destructor runs: nothing more is lent
   ucp_context_h context_ = nullptr;
