@@ -299,24 +299,22 @@ transport::pending_reply* transport::find_pending(request_id id) {
   return slot.id == id && id != 0 ? &slot : nullptr;
 }
 
+void transport::give_back_lent(pending_reply& slot) {
+  if (slot.lent_handle == nullptr) return;
+  release_lent(slot.lent_handle);
+  slot.lent_handle = nullptr;
+  slot.lent = {};
+}
+
 void transport::release_pending(pending_reply& slot) {
-  if (slot.lent_handle != nullptr) {
-    release_lent(slot.lent_handle);
-    slot.lent_handle = nullptr;
-    slot.lent = {};
-  }
+  give_back_lent(slot);
   free_slots_.push_back(static_cast<std::uint32_t>(&slot - pending_.data()));
   slot.id = 0;
   slot.done = false;
 }
 
 void transport::release_all_lent() {
-  for (pending_reply& slot : pending_)
-    if (slot.lent_handle != nullptr) {
-      release_lent(slot.lent_handle);
-      slot.lent_handle = nullptr;
-      slot.lent = {};
-    }
+  for (pending_reply& slot : pending_) give_back_lent(slot);
 }
 
 reply_payload& reply_payload::operator=(reply_payload&& other) noexcept {

@@ -369,6 +369,8 @@ class transport {
   friend class reply_payload;
   result<request_id> take_slot();
   void release_pending(pending_reply& slot);
+  // Gives the backend back the buffer a slot holds, if it holds one.
+  void give_back_lent(pending_reply& slot);
   status wait_until_done(std::span<const request_id> ids, bool interruptible = false);
   status send(channel from, int peer, channel to, message_kind kind, int origin,
               std::uint32_t sequence, parts payload);

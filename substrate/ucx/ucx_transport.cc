@@ -143,36 +143,6 @@ struct ucx_transport::worker_state {
 };
 
 namespace {
-// A setting of UCX's shared-memory transports from the environment, digits
-// only: the largest of sysv's, posix's and both's (either transport may
-// carry the messages), or fallback.
-std::size_t ucx_mm_setting(const char* name, std::size_t fallback) {
-  std::size_t largest = 0;
-  for (const char* prefix : {"UCX_SYSV_", "UCX_POSIX_", "UCX_MM_"}) {
-    const char* value = getenv((std::string(prefix) + name).c_str());
-    if (value == nullptr) continue;
-    char* end = nullptr;
-    unsigned long long parsed = strtoull(value, &end, 10);
-    if (end != value && *end == '\0' && parsed > 0)
-      largest = std::max(largest, static_cast<std::size_t>(parsed));
-  }
-  return largest > 0 ? largest : fallback;
-}
-}  // namespace
-
-ucx_transport::ucx_transport(job& owner, const substrate_config& config)
-    : transport(owner, config) {
-  // UCX 1.13 puts 8 bytes of its own beside the header and the payload of
-  // an active message: with the default segment of 8256 B, a reply of 8232
-  // B came in one segment (1.1-1.3 us a round trip) and one of 8240 in
-  // fragments (3.4-3.9).
-  constexpr std::size_t ucx_header = 8;
-  std::size_t segment = ucx_mm_setting("SEG_SIZE", 8256);
-  std::size_t overhead = ucx_header + sizeof(wire_header);
-  lend_maximum_ = segment > overhead ? segment - overhead : 0;
-}
-
-namespace {
 // A UCX memory size as its settings take it: digits and an optional unit
 // (b, k, m, g; upper or lower case, "kb" as "k").  False if it is none.
 bool parse_ucx_size(const char* text, unsigned long long& bytes) {
@@ -192,7 +162,33 @@ bool parse_ucx_size(const char* text, unsigned long long& bytes) {
   bytes <<= shift;
   return true;
 }
+
+// A setting of UCX's shared-memory transports from the environment: the
+// largest of sysv's, posix's and both's (either transport may carry the
+// messages), or fallback.
+std::size_t ucx_mm_setting(const char* name, std::size_t fallback) {
+  std::size_t largest = 0;
+  for (const char* prefix : {"UCX_SYSV_", "UCX_POSIX_", "UCX_MM_"}) {
+    const char* value = getenv((std::string(prefix) + name).c_str());
+    unsigned long long parsed = 0;
+    if (value != nullptr && parse_ucx_size(value, parsed) && parsed > 0)
+      largest = std::max(largest, static_cast<std::size_t>(parsed));
+  }
+  return largest > 0 ? largest : fallback;
+}
 }  // namespace
+
+ucx_transport::ucx_transport(job& owner, const substrate_config& config)
+    : transport(owner, config) {
+  // UCX 1.13 puts 8 bytes of its own beside the header and the payload of
+  // an active message: with the default segment of 8256 B, a reply of 8232
+  // B came in one segment (1.1-1.3 us a round trip) and one of 8240 in
+  // fragments (3.4-3.9).
+  constexpr std::size_t ucx_header = 8;
+  std::size_t segment = ucx_mm_setting("SEG_SIZE", 8256);
+  std::size_t overhead = ucx_header + sizeof(wire_header);
+  lend_maximum_ = segment > overhead ? segment - overhead : 0;
+}
 
 result<std::unique_ptr<transport>> ucx_transport::create(job& owner,
                                                          const substrate_config& config) {
