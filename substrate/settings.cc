@@ -27,6 +27,10 @@ const setting_description substrate_table[] = {
      "runs on this host (forked by process 0, or all here under mpirun): "
      "on (a flag and futex in memory the processes share, rung only when nobody polls) or off "
      "(UCX's event fd, armed before each sleep)"},
+    {"TMK_RING_DELAY_US", "3",
+     "with doorbells, how long a waiting caller holds back the ring for its request to a "
+     "process whose service thread sleeps, in case a caller there takes the request channel "
+     "first (microseconds; 0: ring at once)"},
     {"TMK_MAX_MESSAGE", "256M", "largest message the substrate accepts (bytes, K/M/G suffix)"},
     {"TMK_WARM_UP", "1M",
      "largest message exchanged at start-up to open connections and touch buffers before the "

@@ -30,12 +30,14 @@
 // job::shared_line): the service thread sleeps on a futex in memory the
 // processes share, never arming the request channel, and a sender rings
 // it after its message is in, only if the service thread sleeps and no
-// caller holds the channel.  Armed, UCX makes the first sender after every
-// sleep signal the sleeper through a socket even when a spinning caller
-// serves the channel, and arming and listening again cost the sleeper
-// system calls of their own (about 1.2 us each on the machine of
-// BENCHMARKS.md): a lock acquired from a waiting manager took 5 us, 2.4
-// with doorbells.
+// caller holds the channel; a caller that will wait for the reply holds
+// the ring back for TMK_RING_DELAY_US if a caller there has just left a
+// wait, as it will take the channel in its next one.  Armed, UCX makes
+// the first sender after every sleep signal the sleeper through a socket
+// even when a spinning caller serves the channel, and arming and listening
+// again cost the sleeper system calls of their own (about 1.2 us each on
+// the machine of BENCHMARKS.md): a lock acquired from a waiting manager
+// took 5 us, 2.4 with doorbells.
 //
 // A request may also go to a peer's reply channel (send_request_to_caller),
 // for its calling thread to handle in its next wait: a barrier's arrivals
@@ -52,6 +54,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -330,6 +333,20 @@ class transport {
   // wakes peer's service thread if it sleeps and no caller there polls.
   void ring(int peer);
   bool doorbells() const { return doorbells_; }
+  // Rings held back: see send.
+  struct owed_ring {
+    int peer;
+    request_id id;
+    std::chrono::steady_clock::time_point due;
+  };
+  // Rings those owed for requests not answered yet: all of them, or those
+  // due by now.  Calling thread only.
+  void ring_owed(bool all, std::chrono::steady_clock::time_point now = {});
+  // Holds back the ring for request id to peer, if peer's service thread
+  // sleeps and no caller there polls.
+  void owe_ring(int peer, request_id id);
+  std::chrono::microseconds ring_delay_{0};
+  std::vector<owed_ring> owed_rings_;  // calling thread only
 
   job& job_;
   substrate_config config_;
@@ -417,6 +434,8 @@ class transport {
     std::uint32_t rings;   // the futex word: one more per ring
     std::uint32_t asleep;  // the service thread sleeps on rings
     std::uint32_t polled;  // a spinning caller holds the channel
+    std::uint32_t unused;
+    std::uint64_t left_wait_ns;  // when the caller last left a wait (steady clock, ns)
   };
   doorbell& bell_of(int of_rank) const {
     return *static_cast<doorbell*>(job_.shared_line(of_rank));

@@ -68,6 +68,14 @@ TEST(settings, substrate_configuration_from_environment) {
   unsetenv("TMK_WARM_UP");
   unsetenv("TMK_SUBSTRATE");
   unsetenv("TMK_MAX_MESSAGE");
+  EXPECT_EQ(substrate_config::from_environment()->ring_delay_us, 3u);
+  setenv("TMK_RING_DELAY_US", "0", 1);
+  EXPECT_EQ(substrate_config::from_environment()->ring_delay_us, 0u);
+  setenv("TMK_RING_DELAY_US", "-1", 1);
+  auto bad_delay = substrate_config::from_environment();
+  ASSERT_FALSE(bad_delay);
+  EXPECT_NE(bad_delay.error().message().find("TMK_RING_DELAY_US=-1"), std::string::npos);
+  unsetenv("TMK_RING_DELAY_US");
 }
 
 TEST(settings, every_setting_is_described) {

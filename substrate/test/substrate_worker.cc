@@ -495,6 +495,39 @@ struct worker {
     }
   }
 
+  // A request that reaches a process just after its caller came out of a
+  // wait, the caller then computing outside the substrate: it is answered
+  // by the service thread at once, not when the caller waits again (a
+  // sender may hold back its doorbell ring for a moment, in case that
+  // caller comes back to a wait; see transport::send).  Process 1 asks
+  // process 0 for an echo, and computes for 100 ms once the reply is in;
+  // process 0, the moment it has served that echo, asks process 1 for one.
+  void just_left_wait(int rounds) {
+    if (size == 1) return;
+    op_header echo{op_echo, 0, 0, 0};
+    const auto computing = std::chrono::milliseconds(100);
+    for (int round = 0; round < rounds; ++round) {
+      if (rank == 1) {
+        wait(request(0, {as_bytes_of(echo)}, "echo"), "echo from process 0");
+        auto start = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - start < computing)
+          if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "computing");
+        // Process 0's echo of this round is served before the next.
+        await_count(echoes_served, round, "waiting for process 0's echo");
+      } else if (rank == 0) {
+        while (echoes_served.load() <= round)
+          if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting for an echo");
+        auto start = std::chrono::steady_clock::now();
+        wait(request(1, {as_bytes_of(echo)}, "echo"), "echo from a computing process 1");
+        auto took = std::chrono::steady_clock::now() - start;
+        if (took > computing / 2)
+          fail("round %d: a request to a process whose caller left a wait and computes was "
+               "answered after %.1f ms",
+               round, std::chrono::duration<double, std::milli>(took).count());
+      }
+    }
+  }
+
   // Requests to the calling thread (send_request_to_caller), of a size
   // in one segment, above it and above the largest size class: process 0
   // tells the others to send theirs, computes outside the substrate for
@@ -680,6 +713,7 @@ int main(int argc, char** argv) {
   else if (scenario == "deferred") self.deferred_replies();
   else if (scenario == "interrupted") self.interrupted_waits();
   else if (scenario == "hand-back") self.hand_back(20);
+  else if (scenario == "just-left-wait") self.just_left_wait(10);
   else if (scenario == "caller-requests") self.caller_requests(6);
   else if (scenario == "killed") self.killed();
   else if (scenario == "too-large") self.too_large();

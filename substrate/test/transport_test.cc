@@ -79,6 +79,8 @@ TEST_P(transport_scenario, passes_on_every_process) {
       << describe(result);
   // UCX names at exit every receive buffer it lent and never got back.
   EXPECT_EQ(result.err.find("was not returned to mpool"), std::string::npos) << describe(result);
+  // A sleeping service thread never misses the ring for a request.
+  EXPECT_EQ(result.err.find("waited a second for its doorbell"), std::string::npos) << describe(result);
   EXPECT_FALSE(result.stragglers) << "processes outlived the job";
 }
 
@@ -101,14 +103,15 @@ INSTANTIATE_TEST_SUITE_P(
 // or to send its caller a request.
 INSTANTIATE_TEST_SUITE_P(
     interrupt_peers, transport_scenario,
-    ::testing::Combine(::testing::Values("hand-back", "caller-requests"), ::testing::Values(2, 3, 4, 8),
+    ::testing::Combine(::testing::Values("hand-back", "caller-requests", "just-left-wait"),
+                       ::testing::Values(2, 3, 4, 8),
                        ::testing::Values(0, 1, 2), ::testing::Values("interrupt")),
     scenario_name);
 
 INSTANTIATE_TEST_SUITE_P(
     armed, transport_scenario,
     ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted", "lent",
-                                         "hand-back", "caller-requests"),
+                                         "hand-back", "caller-requests", "just-left-wait"),
                        ::testing::Values(2, 3, 8), ::testing::Values(3), ::testing::Values("interrupt")),
     scenario_name);
 
@@ -157,7 +160,7 @@ TEST(transport_bad_input, unknown_doorbell_choice_is_named) {
 INSTANTIATE_TEST_SUITE_P(
     poll, transport_scenario,
     ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted", "lent",
-                                         "hand-back", "caller-requests"),
+                                         "hand-back", "caller-requests", "just-left-wait"),
                        ::testing::Values(2, 3), ::testing::Values(0, 1, 2),
                        ::testing::Values("poll")),
     scenario_name);
