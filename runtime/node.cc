@@ -90,7 +90,17 @@ void node::startup(int argc, char** argv) {
   auto started = job::start(*launch, options->nprocs);
   if (!started) stop(started.error());
   job* owner = started->release();  // lives as long as the process
-  auto created = transport::create(*owner, *substrate);
+  // Settings that size or place the shared region and the lock and
+  // barrier tables: the same in every process, or nothing agrees.
+  char base[32];
+  snprintf(base, sizeof base, "%#llx", static_cast<unsigned long long>(config->shared_base));
+  auto created = transport::create(
+      *owner, *substrate,
+      {{"TMK_PAGE_SIZE", std::to_string(config->page_size)},
+       {"TMK_SHARED_SIZE", std::to_string(config->shared_size)},
+       {"TMK_SHARED_BASE", base},
+       {"TMK_MAX_LOCKS", std::to_string(config->max_locks)},
+       {"TMK_MAX_BARRIERS", std::to_string(config->max_barriers)}});
   if (!created) owner->fatal("Tmk_startup: " + created.error().message());
   owner->start_monitor();
 

@@ -646,6 +646,37 @@ result<std::vector<std::string>> job::allgather(const std::string& mine) {
   return blobs;
 }
 
+status job::agree(const settings_list& settings) {
+  std::string mine;
+  for (const auto& [name, value] : settings) mine += name + '=' + value + '\n';
+  auto all = allgather(mine);
+  if (!all) return all.error();
+  // The value of name in a blob of lines NAME=value, or "" if it is absent.
+  auto value_in = [](const std::string& blob, const std::string& name) {
+    std::string key = name + '=';
+    for (std::size_t at = 0; at < blob.size();) {
+      std::size_t end = blob.find('\n', at);
+      if (end == std::string::npos) end = blob.size();
+      if (blob.compare(at, key.size(), key) == 0)
+        return blob.substr(at + key.size(), end - at - key.size());
+      at = end + 1;
+    }
+    return std::string();
+  };
+  for (int rank = 1; rank < size_; ++rank) {
+    if ((*all)[rank] == (*all)[0]) continue;
+    for (const auto& [name, value] : settings) {
+      std::string first = value_in((*all)[0], name), there = value_in((*all)[rank], name);
+      if (first == there) continue;
+      return status(status_code::invalid_argument,
+                    name + " is " + there + " at process " + std::to_string(rank) + " but " +
+                        first + " at process 0: every process of a job needs the same " + name,
+                    rank);
+    }
+  }
+  return status::ok();
+}
+
 // Process 0 cannot start the job: tells every process that came why, and
 // lets the message arrive before the connections close (closing with
 // unread input would reset them and lose it).

@@ -73,6 +73,13 @@ class job {
   // does not arrive within TMK_CONNECT_TIMEOUT.
   result<std::vector<std::string>> allgather(const std::string& mine);
 
+  // Settings that every process of the job must share, as (name, value
+  // parsed), compared at start-up through allgather: processes started by
+  // hand or by mpirun each read their own environment.  Fails, naming the
+  // first setting that differs and the process where it does.
+  using settings_list = std::vector<std::pair<std::string, std::string>>;
+  status agree(const settings_list& settings);
+
   // Starts heartbeats and loss detection; call after allgather.
   void start_monitor();
 

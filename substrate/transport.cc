@@ -70,7 +70,18 @@ bool futex_wait(std::uint32_t& word, std::uint32_t seen, const timespec& timeout
 static_assert(std::atomic_ref<std::uint32_t>::is_always_lock_free);
 }  // namespace
 
-result<std::unique_ptr<transport>> transport::create(job& owner, const substrate_config& config) {
+result<std::unique_ptr<transport>> transport::create(job& owner, const substrate_config& config,
+                                                     const job::settings_list& also) {
+  // A receiver drops what it cannot take (another data path's messages, a
+  // request above its own TMK_MAX_MESSAGE), and the sender would wait for
+  // ever: processes started by hand or by mpirun read their own
+  // environments, so the settings are compared first.
+  job::settings_list settings{{"TMK_SUBSTRATE", backend_name(config.backend)},
+                              {"TMK_UCX_PATH", ucx_path_name(config.ucx_path)},
+                              {"TMK_MAX_MESSAGE", std::to_string(config.max_message)}};
+  settings.insert(settings.end(), also.begin(), also.end());
+  status agreed = owner.agree(settings);
+  if (!agreed) return agreed;
   if (config.backend == backend_kind::sockets) return sockets_transport::create(owner, config);
   return ucx_transport::create(owner, config);
 }

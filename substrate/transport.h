@@ -185,8 +185,11 @@ class transport {
   using parts = std::initializer_list<byte_span>;
 
   // Creates the configured backend and connects it to every process of the
-  // job (uses job.allgather once).
-  static result<std::unique_ptr<transport>> create(job& owner, const substrate_config& config);
+  // job (uses job.allgather twice), once every process has the same
+  // backend, data path and largest message, and the same values of the
+  // settings in also (job.agree).
+  static result<std::unique_ptr<transport>> create(job& owner, const substrate_config& config,
+                                                   const job::settings_list& also = {});
   virtual ~transport();
 
   int rank() const { return rank_; }

@@ -12,7 +12,9 @@
 
 namespace {
 
+using tmk::testing::free_root;
 using tmk::testing::program_result;
+using tmk::testing::run_by_hand;
 using tmk::testing::run_program;
 
 std::string describe(const program_result& result) {
@@ -315,6 +317,29 @@ TEST(api_options, bad_options_are_named) {
   program_result page = run_program({API_WORKER, "-t", "barriers", "--", "-n", "2"}, {{"TMK_PAGE_SIZE", "3000"}});
   EXPECT_EQ(page.exit_code, 1);
   EXPECT_NE(page.err.find("TMK_PAGE_SIZE=3000"), std::string::npos) << describe(page);
+}
+
+// Processes started by hand read their own environments: one whose page
+// size differs from process 0's would see another shared region; the job
+// stops at Tmk_startup in every process, naming the setting.
+TEST(api_options, processes_that_disagree_on_the_page_size_stop_naming_it) {
+  std::string root = free_root();
+  ASSERT_FALSE(root.empty());
+  auto results = run_by_hand(
+      {API_WORKER, "-t", "barriers"}, 3, root, {{"TMK_JOB_SECRET", "pages"}},
+      [](int rank) {
+        return std::vector<std::pair<std::string, std::string>>{
+            {"TMK_PAGE_SIZE", rank == 2 ? "8192" : "4096"}};
+      },
+      30);
+  for (const auto& result : results) {
+    EXPECT_NE(result.exit_code, 0) << describe(result);
+    EXPECT_LT(result.seconds, 10.0) << describe(result);
+    EXPECT_NE(result.err.find("Tmk_startup: TMK_PAGE_SIZE is 8192 at process 2 but 4096 at "
+                              "process 0: every process of a job needs the same TMK_PAGE_SIZE"),
+              std::string::npos)
+        << describe(result);
+  }
 }
 
 TEST(api_region, an_address_in_use_is_reported) {

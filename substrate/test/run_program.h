@@ -4,8 +4,11 @@
 // Shared by the substrate, runtime and application tests.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -110,6 +114,48 @@ inline program_result run_program(const std::vector<std::string>& argv,
   unlink(out_path);
   unlink(err_path);
   return result;
+}
+
+// host:port on the loopback for process 0 of processes started by hand
+// (TMK_ROOT) to listen at: a port the kernel has just handed out, free as
+// far as it knows; "" if none could be had.  A port derived from the
+// process id once fell on one that a test running beside took (the range
+// overlaps the ephemeral ports), and the job waited out its start-up
+// timeout.
+inline std::string free_root() {
+  int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (probe < 0) return "";
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  bool bound = bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+               getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  close(probe);
+  return bound ? "127.0.0.1:" + std::to_string(ntohs(address.sin_port)) : "";
+}
+
+// Runs argv as the nprocs processes of one job started by hand (TMK_RANK,
+// TMK_ROOT, TMK_NPROCS), all at once, each with env and then the settings
+// of its own that for_rank gives; their results, by rank.
+inline std::vector<program_result> run_by_hand(
+    const std::vector<std::string>& argv, int nprocs, const std::string& root,
+    const std::vector<std::pair<std::string, std::string>>& env,
+    const std::function<std::vector<std::pair<std::string, std::string>>(int)>& for_rank,
+    double timeout_seconds = 60) {
+  std::vector<program_result> results(static_cast<std::size_t>(nprocs));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < nprocs; ++rank)
+    threads.emplace_back([&, rank] {
+      auto with = env;
+      with.push_back({"TMK_NPROCS", std::to_string(nprocs)});
+      with.push_back({"TMK_ROOT", root});
+      with.push_back({"TMK_RANK", std::to_string(rank)});
+      for (auto& setting : for_rank(rank)) with.push_back(setting);
+      results[static_cast<std::size_t>(rank)] = run_program(argv, with, timeout_seconds);
+    });
+  for (auto& thread : threads) thread.join();
+  return results;
 }
 
 }  // namespace tmk::testing

@@ -9,12 +9,13 @@
 #include <string>
 #include <tuple>
 
-#include "net.h"
 #include "run_program.h"
 
 namespace {
 
+using tmk::testing::free_root;
 using tmk::testing::program_result;
+using tmk::testing::run_by_hand;
 using tmk::testing::run_program;
 
 struct backend {
@@ -41,23 +42,6 @@ program_result run_worker(const std::string& scenario, int nprocs, const backend
   env.push_back({"TMK_NOTIFY", notify});
   env.push_back({"TMK_DOORBELL", with.doorbell});
   return run_program(argv, env, 120);
-}
-
-// host:port on the loopback for process 0 to listen at: a port the kernel
-// has just handed out, free as far as it knows.  A port derived from the
-// process id once fell on one that a test running beside took (the range
-// overlaps the ephemeral ports), and the job waited out its start-up
-// timeout.
-std::string free_root() {
-  auto probe = tmk::tcp_listen(0, 1);
-  if (!probe) {
-    ADD_FAILURE() << "no free port: " << probe.error().message();
-    return "127.0.0.1:0";
-  }
-  auto port = tmk::local_port(*probe);
-  close(*probe);
-  if (!port) ADD_FAILURE() << "no free port: " << port.error().message();
-  return "127.0.0.1:" + std::to_string(port ? *port : 0);
 }
 
 std::string describe(const program_result& result) {
@@ -254,6 +238,38 @@ TEST(transport_bootstrap, missing_peer_times_out_with_its_rank) {
   EXPECT_LT(one.seconds, 10.0);
   EXPECT_NE(zero.err.find("process 2 did not arrive"), std::string::npos) << describe(zero);
   EXPECT_NE(one.err.find("process 2 did not arrive"), std::string::npos) << describe(one);
+}
+
+// Processes started by hand read their own environments: two that differ
+// on a setting every process needs the same (here the data path, and the
+// largest message, which a receiver would drop above its own limit while
+// its sender waited for ever) both stop at start-up, naming it.
+TEST(transport_bootstrap, processes_that_disagree_on_a_setting_stop_naming_it) {
+  struct disagreement {
+    const char* name;
+    const char* at_0;
+    const char* at_1;
+    std::string named;
+  };
+  for (const auto& [name, at_0, at_1, named] :
+       {disagreement{"TMK_UCX_PATH", "am", "tag",
+                     "TMK_UCX_PATH is tag at process 1 but am at process 0"},
+        disagreement{"TMK_MAX_MESSAGE", "256M", "64K",
+                     "TMK_MAX_MESSAGE is 65536 at process 1 but 268435456 at process 0"}}) {
+    std::string root = free_root();
+    ASSERT_FALSE(root.empty());
+    auto results = run_by_hand(
+        {SUBSTRATE_WORKER, "--scenario", "sizes"}, 2, root, {{"TMK_JOB_SECRET", "agree"}},
+        [&](int rank) { return std::vector<std::pair<std::string, std::string>>{{name, rank ? at_1 : at_0}}; },
+        30);
+    for (const auto& result : results) {
+      EXPECT_NE(result.exit_code, 0) << describe(result);
+      EXPECT_LT(result.seconds, 10.0) << describe(result);
+      EXPECT_NE(result.err.find(named + ": every process of a job needs the same " + name),
+                std::string::npos)
+          << describe(result);
+    }
+  }
 }
 
 TEST(transport_bootstrap, processes_started_by_hand_form_a_job) {
