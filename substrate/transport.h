@@ -348,8 +348,6 @@ class transport {
   // Holds back the ring for request id to peer, if peer's service thread
   // sleeps and no caller there polls.
   void owe_ring(int peer, request_id id);
-  std::chrono::microseconds ring_delay_{0};
-  std::vector<owed_ring> owed_rings_;  // calling thread only
 
   job& job_;
   substrate_config config_;
@@ -494,6 +492,10 @@ class transport {
   thread_counters caller_counters_;
   thread_counters service_counters_;
   std::atomic<std::uint64_t> service_wakeups_{0};
+  // Rings held back (see send).
+  std::chrono::microseconds ring_delay_{0};
+  std::vector<owed_ring> owed_rings_;  // calling thread only
+  doorbell* own_bell_ = nullptr;       // with doorbells
 };
 
 }  // namespace tmk
