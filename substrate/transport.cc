@@ -493,12 +493,12 @@ status transport::send(channel from, int peer, channel to, message_kind kind, in
   // from a spinning thread (most often the caller that was about to serve
   // the request) and then found the channel taken: a lock acquired from a
   // manager that had just left a barrier took 0.97 us in most acquires and
-  // 7.5-14 us in 10-30% of them (means of 1000 per run: 2.0-11.5 us); held
-  // back 3 us, 1.0-1.8 us, with the 95th percentile at 1.3 us.  The ring is
-  // rung in the wait once due, before this thread yields its core or
-  // sleeps, when the wait ends and the reply has not come, and before
-  // another request, one-way message or finished reply goes out (flush,
-  // send_and_finish), so that nothing waits on a ring not rung.
+  // 7.5-14 us in 10% to over half of them (means of 1000 per run: 2.0-11.5
+  // us); held back 3 us, means of 0.96-1.8 us, 90th percentiles 1.0-1.35.
+  // The ring is rung in the wait once due, before this thread yields its
+  // core or sleeps, when the wait ends and the reply has not come, and
+  // before another request, one-way message or finished reply goes out
+  // (flush, send_and_finish), so that nothing waits on a ring not rung.
   // From the reply channel: the calling thread, the one that owns it.
   bool deferrable = false;
   if (to == channel::request && from == channel::reply && doorbells_) {
