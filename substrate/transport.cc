@@ -1017,8 +1017,9 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
   // sleeps.
   // Leaving, the rings owed for requests still unanswered are rung, and
   // the time is marked for senders (owe_ring): the wait's last look at the
-  // clock, at most 16 rounds of spin before it ends (a clock read more
-  // cost 6% of an 8-byte round trip), or the end of its last sleep.
+  // clock, at most 16 rounds of spin before it ends, or the end of its last
+  // sleep (with a clock read of its own, and a thread-local look in each
+  // send, the bookkeeping cost about 0.02 us of an 8-byte round trip of 0.4).
   auto looked = clock_type::now();
   struct owed_scope {
     transport& self;
