@@ -323,8 +323,14 @@ void transport::set_caller_idle(bool idle) {
 }
 
 void transport::deliver_request(const wire_header& header, byte_span payload) {
-  if (header.kind == message_kind::warm_up && header.origin >= 0 && header.origin < size_)
-    return answer_warm_up(header, payload);
+  if (header.kind == message_kind::warm_up && header.origin >= 0 && header.origin < size_) {
+    // Ordered like a request: one passed back here is answered into the
+    // slot its sender, this process's caller, filled in before it sent.
+    causal_acquire();
+    answer_warm_up(header, payload);
+    causal_release();
+    return;
+  }
   if ((header.kind != message_kind::request && header.kind != message_kind::one_way) ||
       header.origin < 0 || header.origin >= size_ || header.sender < 0 || header.sender >= size_) {
     TMK_LOG(warn, "dropped a malformed request (kind %d, origin %d, sender %d)",
