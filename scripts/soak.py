@@ -135,11 +135,10 @@ def main():
             out, err = child.communicate()
         took = time.monotonic() - started
         output = out[-3000:] + err[-3000:]
-        status = "FAILED (%s)" % "; ".join(why) if why else "ok"
-        print("%4d %-6s %6.1f s  %s" % (runs, "ok" if not why else "FAIL", took, shown), flush=True)
+        print("%4d %-6s %6.1f s  %s" % (runs, "FAIL" if why else "ok", took, shown), flush=True)
         if why:
             failures += 1
-            print("     %s\n%s" % (status, output), flush=True)
+            print("     FAILED (%s)\n%s" % ("; ".join(why), output), flush=True)
             if not options.keep_going:
                 break
     print("soak: %d runs, %d failed (seed %d)" % (runs, failures, seed), flush=True)
