@@ -242,7 +242,8 @@ void node::push_diffs(message_writer& arrival) {
 // before, so that a copy no longer read shows as unread and its pushes
 // stop (there is no barrier count to make them lapse in a program of
 // locks alone).  A page invalid before stays protected, up to date.
-// Returns, per writer, the pages whose pushes this process no longer reads.
+// Returns, per writer, the pages whose pushes this process no longer reads
+// (no entries when there are none).
 std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reader,
                                                            std::vector<std::uint32_t>& still_mapped,
                                                            bool keep_read_only) {
@@ -278,7 +279,7 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reade
     return a.order != b.order ? a.order < b.order : a.writer < b.writer;
   });
   std::sort(still_mapped.begin(), still_mapped.end());
-  std::vector<std::vector<std::uint32_t>> unread(static_cast<std::size_t>(nprocs_));
+  std::vector<std::vector<std::uint32_t>> unread;  // made at the first page to name (stop_pushes)
   unsigned long applied_count = 0;
   for (std::size_t from = 0; from < diffs.size();) {
     std::size_t to = from;
@@ -331,6 +332,7 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reade
         // processes read the other half of u once, in the first
         // transpose, and were pushed it, and opened it, at every iteration
         // after: 20% of a 30-iteration run at 8 processes).
+        if (entry.pushed_unread && unread.empty()) unread.resize(static_cast<std::size_t>(nprocs_));
         if (entry.pushed_unread)
           for (std::size_t i = from; i < to; ++i)
             if (unread[diffs[i].writer].empty() || unread[diffs[i].writer].back() != page)
@@ -364,7 +366,7 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reade
 // Tells each writer which pages' pushes this process stops taking.  One
 // way: a push already on its way is applied all the same.
 void node::stop_pushes(const std::vector<std::vector<std::uint32_t>>& unread) {
-  for (int writer = 0; writer < nprocs_; ++writer) {
+  for (int writer = 0; writer < static_cast<int>(unread.size()); ++writer) {
     const auto& pages = unread[static_cast<std::size_t>(writer)];
     if (pages.empty()) continue;
     message_writer stop(message_type::push_stop);

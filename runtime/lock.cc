@@ -13,6 +13,7 @@
 // (acknowledged, before it releases the lock, so that no signal is lost),
 // releases the lock, asks to be woken, and acquires the lock again.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 
@@ -137,16 +138,20 @@ void node::acquire(std::uint32_t id) {
   request.reserve(time_.size() * 4);
   memcpy(request.buffer().data() + request.size() - time_.size() * 4, time_.data(), time_.size() * 4);
   int manager = static_cast<int>(id % static_cast<unsigned>(nprocs_));
-  std::string what = "Tmk_lock_acquire(" + std::to_string(id) + ")";
+  // Named in place: "Tmk_lock_acquire(N)" is past a std::string's own
+  // room, and a heap string here was an allocation in every acquire.
+  char name[40];
+  std::snprintf(name, sizeof name, "Tmk_lock_acquire(%u)", id);
+  std::string_view what = name;
   lock.unlock();
   reply_payload answer = await_synchronization(send_request(manager, request, what), what);
   lock.lock();
   message_reader reader(answer.bytes());
   if (reader.type() != message_type::lock_grant || reader.take<std::uint32_t>() != id)
-    protocol_failure(what + ": malformed grant");
+    protocol_failure(std::string(what) + ": malformed grant");
   close_interval();
   std::vector<std::uint32_t> still_mapped;
-  if (!incorporate(reader, &still_mapped)) protocol_failure(what + ": malformed intervals in the grant");
+  if (!incorporate(reader, &still_mapped)) protocol_failure(std::string(what) + ": malformed intervals in the grant");
   std::vector<std::vector<std::uint32_t>> unread = apply_pushed(reader, still_mapped, false);
   state.waiting = false;
   state.token = true;

@@ -200,35 +200,35 @@ void node::install_fault_handler() {
 // thread (which holds no lock here), with no message: process 0 arriving
 // at a barrier or a lock's manager taking its own lock would otherwise go
 // through the substrate's loopback and wake its own service thread.
-request_id node::send_request(int peer, const message_writer& message, const std::string& what,
+request_id node::send_request(int peer, const message_writer& message, std::string_view what,
                               bool to_caller) {
   if (peer == rank_ && !transport::serving_requests()) {
     auto id = link_->expect_reply_here();
-    if (!id) job_.fatal(what + ": " + id.error().message());
+    if (!id) job_.fatal(std::string(what) + ": " + id.error().message());
     handle_request(incoming_request{rank_, rank_, *id, false, message.bytes()});
     return *id;
   }
   auto id = to_caller && peer != rank_ ? link_->send_request_to_caller(peer, {message.bytes()})
                                         : link_->send_request(peer, {message.bytes()});
   if (!id) {
-    if (id.error().code() == status_code::peer_lost) job_.fatal_lost(id.error(), what);
-    job_.fatal(what + ": " + id.error().message());
+    if (id.error().code() == status_code::peer_lost) job_.fatal_lost(id.error(), std::string(what));
+    job_.fatal(std::string(what) + ": " + id.error().message());
   }
   return *id;
 }
 
-reply_payload node::await(request_id id, const std::string& what) {
+reply_payload node::await(request_id id, std::string_view what) {
   reply_payload reply;
   await_all({&id, 1}, {&reply, 1}, what);
   return reply;
 }
 
 void node::await_all(std::span<const request_id> ids, std::span<reply_payload> replies,
-                     const std::string& what) {
+                     std::string_view what) {
   check_replies(link_->wait_replies(ids, replies), replies, what);
 }
 
-reply_payload node::await_synchronization(request_id id, const std::string& what) {
+reply_payload node::await_synchronization(request_id id, std::string_view what) {
   reply_payload reply;
   status waited;
   while ((waited = link_->wait_reply_interruptible(id, reply)).code() == status_code::interrupted)
@@ -238,27 +238,27 @@ reply_payload node::await_synchronization(request_id id, const std::string& what
 }
 
 void node::check_replies(const status& waited, std::span<reply_payload> replies,
-                         const std::string& what) {
+                         std::string_view what) {
   if (!waited) {
-    if (waited.code() == status_code::peer_lost) job_.fatal_lost(waited, what);
-    job_.fatal(what + ": " + waited.message());
+    if (waited.code() == status_code::peer_lost) job_.fatal_lost(waited, std::string(what));
+    job_.fatal(std::string(what) + ": " + waited.message());
   }
   for (auto& reply : replies)
     if (!reply.empty() && static_cast<message_type>(reply.bytes()[0]) == message_type::rejected) {
       message_reader reader(reply.bytes());
       reader.type();
-      job_.fatal(what + ": the request was refused: " + reader.get_string());
+      job_.fatal(std::string(what) + ": the request was refused: " + reader.get_string());
     }
 }
 
-void node::send_one_way(int peer, const message_writer& message, const std::string& what) {
+void node::send_one_way(int peer, const message_writer& message, std::string_view what) {
   status sent = link_->send_one_way(peer, {message.bytes()});
   // From the application thread the send may still be in flight: finish
   // it, as nothing else may enter the substrate for a long time.
   if (sent && !transport::serving_requests()) sent = link_->flush();
   if (!sent) {
-    if (sent.code() == status_code::peer_lost) job_.fatal_lost(sent, what);
-    job_.fatal(what + ": " + sent.message());
+    if (sent.code() == status_code::peer_lost) job_.fatal_lost(sent, std::string(what));
+    job_.fatal(std::string(what) + ": " + sent.message());
   }
 }
 

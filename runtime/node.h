@@ -218,18 +218,18 @@ class node {
   // Waiting for replies: a lost peer or a failed send stops the job with
   // what this process was doing.  to_caller: the peer's calling thread
   // handles the request when it next waits (transport::send_request_to_caller).
-  request_id send_request(int peer, const message_writer& message, const std::string& what,
+  request_id send_request(int peer, const message_writer& message, std::string_view what,
                           bool to_caller = false);
-  reply_payload await(request_id id, const std::string& what);
+  reply_payload await(request_id id, std::string_view what);
   void await_all(std::span<const request_id> ids, std::span<reply_payload> replies,
-                 const std::string& what);
+                 std::string_view what);
   // A wait for another process's synchronisation call (a lock's grant, a
   // condition's wake-up, a barrier's departure): a garbage collection
   // called meanwhile is taken part in from inside it.
-  reply_payload await_synchronization(request_id id, const std::string& what);
+  reply_payload await_synchronization(request_id id, std::string_view what);
   void check_replies(const status& waited, std::span<reply_payload> replies,
-                     const std::string& what);
-  void send_one_way(int peer, const message_writer& message, const std::string& what);
+                     std::string_view what);
+  void send_one_way(int peer, const message_writer& message, std::string_view what);
   void reply(const reply_token& to, const message_writer& message);
   [[noreturn]] void protocol_failure(const std::string& what);
 
