@@ -58,8 +58,15 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
                                                   : std::string(call) + "(garbage collection)";
   lock.unlock();
   request_id arrived = send_request(0, arrival, what, true);
-  reply_payload answer =
-      waits_for_program(kind) ? await_synchronization(arrived, what) : await(arrived, what);
+  // A user barrier's departure into departure_, whose buffer the next one
+  // reuses; a collection's own barriers (perhaps inside a user barrier's
+  // wait) into one of their own.
+  reply_payload own;
+  reply_payload& answer = kind == barrier_kind::user ? departure_ : own;
+  if (waits_for_program(kind))
+    await_synchronization(arrived, what, answer);
+  else
+    await_all({&arrived, 1}, {&answer, 1}, what);
   lock.lock();
   message_reader reader(answer.bytes());
   if (reader.type() != message_type::barrier_depart) protocol_failure(what + ": malformed departure");
@@ -68,6 +75,7 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   if (!reader.ok() || !incorporate(reader, &still_mapped))
     protocol_failure(what + ": malformed departure");
   std::vector<std::vector<std::uint32_t>> unread = apply_pushed(reader, still_mapped, true);
+  answer.reset();  // a lent buffer goes back now, not at the next barrier
   ++barriers_done_;
   lock.unlock();
   stop_pushes(unread);

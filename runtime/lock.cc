@@ -144,7 +144,8 @@ void node::acquire(std::uint32_t id) {
   std::snprintf(name, sizeof name, "Tmk_lock_acquire(%u)", id);
   std::string_view what = name;
   lock.unlock();
-  reply_payload answer = await_synchronization(send_request(manager, request, what), what);
+  reply_payload& answer = grant_;
+  await_synchronization(send_request(manager, request, what), what, answer);
   lock.lock();
   message_reader reader(answer.bytes());
   if (reader.type() != message_type::lock_grant || reader.take<std::uint32_t>() != id)
@@ -153,6 +154,7 @@ void node::acquire(std::uint32_t id) {
   std::vector<std::uint32_t> still_mapped;
   if (!incorporate(reader, &still_mapped)) protocol_failure(std::string(what) + ": malformed intervals in the grant");
   std::vector<std::vector<std::uint32_t>> unread = apply_pushed(reader, still_mapped, false);
+  answer.reset();  // a lent buffer goes back now, not at the next acquire
   state.waiting = false;
   state.token = true;
   state.held = true;
@@ -194,7 +196,10 @@ void node::release(std::uint32_t id) {
 void node::handle_lock_request(const incoming_request& request, message_reader& reader) {
   std::uint32_t id = reader.take<std::uint32_t>();
   std::uint8_t forwarded = reader.take<std::uint8_t>();
-  vector_time requester_time(nprocs_);
+  // Kept by the thread that handles the request (no handler runs inside
+  // another on one thread): no allocation for it in every acquire.
+  thread_local vector_time requester_time;
+  requester_time.assign(static_cast<std::size_t>(nprocs_), 0);
   for (auto& entry : requester_time) reader.get(entry);
   if (!reader.ok() || (id >= config_.max_locks && id != heap_lock()))
     return reject(request, "malformed lock request");
@@ -258,7 +263,8 @@ void node::cond_wait(unsigned lock_id, unsigned cond_id) {
   message_writer wait(message_type::cond_wait);
   wait.put<std::uint32_t>(lock_id);
   wait.put<std::uint32_t>(cond_id);
-  await_synchronization(send_request(manager, wait, what), what);
+  reply_payload woken;
+  await_synchronization(send_request(manager, wait, what), what, woken);
   lock_acquire(lock_id);
 }
 

@@ -228,13 +228,11 @@ void node::await_all(std::span<const request_id> ids, std::span<reply_payload> r
   check_replies(link_->wait_replies(ids, replies), replies, what);
 }
 
-reply_payload node::await_synchronization(request_id id, std::string_view what) {
-  reply_payload reply;
+void node::await_synchronization(request_id id, std::string_view what, reply_payload& reply) {
   status waited;
   while ((waited = link_->wait_reply_interruptible(id, reply)).code() == status_code::interrupted)
     collect_if_called();
   check_replies(waited, {&reply, 1}, what);
-  return reply;
 }
 
 void node::check_replies(const status& waited, std::span<reply_payload> replies,

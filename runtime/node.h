@@ -225,8 +225,9 @@ class node {
                  std::string_view what);
   // A wait for another process's synchronisation call (a lock's grant, a
   // condition's wake-up, a barrier's departure): a garbage collection
-  // called meanwhile is taken part in from inside it.
-  reply_payload await_synchronization(request_id id, std::string_view what);
+  // called meanwhile is taken part in from inside it.  The reply goes into
+  // reply: one reused keeps its buffer for the next (see grant_).
+  void await_synchronization(request_id id, std::string_view what, reply_payload& reply);
   void check_replies(const status& waited, std::span<reply_payload> replies,
                      std::string_view what);
   void send_one_way(int peer, const message_writer& message, std::string_view what);
@@ -406,6 +407,12 @@ class node {
   interval_store intervals_;
   std::uint32_t barrier_sent_ = 0;  // own intervals already sent to process 0
   std::uint32_t barriers_done_ = 0;  // barriers passed (readers' subscriptions count them)
+  // The application thread's last lock grant and user barrier departure,
+  // emptied (reset) once read: the substrate fills a reply into the buffer
+  // its slot was handed last, so a reply kept here saves the allocation a
+  // fresh one cost at every acquire and barrier.
+  reply_payload grant_;
+  reply_payload departure_;
 
   struct lock_state {
     bool token = false;    // this process may take the lock without a message
