@@ -13,7 +13,7 @@
 // (acknowledged, before it releases the lock, so that no signal is lost),
 // releases the lock, asks to be woken, and acquires the lock again.
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
 #include <cstring>
 #include <deque>
 
@@ -140,9 +140,12 @@ void node::acquire(std::uint32_t id) {
   int manager = static_cast<int>(id % static_cast<unsigned>(nprocs_));
   // Named in place: "Tmk_lock_acquire(N)" is past a std::string's own
   // room, and a heap string here was an allocation in every acquire.
-  char name[40];
-  std::snprintf(name, sizeof name, "Tmk_lock_acquire(%u)", id);
-  std::string_view what = name;
+  static constexpr std::string_view call = "Tmk_lock_acquire(";
+  char name[call.size() + 12];
+  call.copy(name, call.size());
+  char* end = std::to_chars(name + call.size(), name + sizeof name - 1, id).ptr;
+  *end++ = ')';
+  std::string_view what(name, static_cast<std::size_t>(end - name));
   lock.unlock();
   reply_payload& answer = grant_;
   await_synchronization(send_request(manager, request, what), what, answer);
