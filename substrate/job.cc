@@ -109,7 +109,13 @@ std::string random_secret() {
 struct job::connection {
   int rank = -1;
   int fd = -1;
-  pid_t pid = -1;  // fork mode, at process 0
+  // Fork mode, at process 0: the child, -1 once reaped.  Once the monitor
+  // runs, the monitor thread (death_reason) and a thread stopping the job
+  // (die) may both reap it: pid is read and written under reap_mutex
+  // (reap_child, kill_child), so that neither signals a pid the other
+  // reaped, which the system may have given to another process.
+  pid_t pid = -1;
+  std::mutex reap_mutex;
   std::mutex write_mutex;
   std::string input;  // bytes read but not yet a whole frame
   steady_time last_heard = std::chrono::steady_clock::now();
@@ -849,15 +855,38 @@ void job::handle_message(connection& from, std::uint32_t type, const std::string
   }
 }
 
+// Reaps a child that has exited (waiting for it if block): true with its
+// wait status if this call reaped it.
+bool job::reap_child(connection& child, int& wait_status, bool block) {
+  std::lock_guard lock(child.reap_mutex);
+  if (child.pid <= 0 || waitpid(child.pid, &wait_status, block ? 0 : WNOHANG) != child.pid)
+    return false;
+  child.pid = -1;
+  return true;
+}
+
+bool job::unreaped(connection& child) {
+  std::lock_guard lock(child.reap_mutex);
+  return child.pid > 0;
+}
+
+// Kills a child not reaped yet, and reaps it.
+void job::kill_child(connection& child) {
+  std::lock_guard lock(child.reap_mutex);
+  if (child.pid <= 0) return;
+  kill(child.pid, SIGKILL);
+  waitpid(child.pid, nullptr, 0);
+  child.pid = -1;
+}
+
 std::string job::death_reason(connection& from) {
-  if (mode_ != launch_mode::fork || rank_ != 0 || from.pid <= 0) return "closed its connection";
+  if (mode_ != launch_mode::fork || rank_ != 0) return "closed its connection";
   // The connection closes as the process dies; give the kernel a moment to
   // make it a zombie so that the reason can be told.
   for (int attempt = 0; attempt < 50; ++attempt) {
+    if (!unreaped(from)) break;  // reaped, by a thread stopping the job
     int wait_status;
-    pid_t reaped = waitpid(from.pid, &wait_status, WNOHANG);
-    if (reaped == from.pid) {
-      from.pid = -1;
+    if (reap_child(from, wait_status, false)) {
       if (WIFSIGNALED(wait_status))
         return "died (killed by signal " + std::to_string(WTERMSIG(wait_status)) + ", " +
                strsignal(WTERMSIG(wait_status)) + ")";
@@ -876,7 +905,7 @@ void job::peer_gone(connection& from, const std::string& reason) {
     std::string payload(reinterpret_cast<const char*>(&lost), 4);
     broadcast(control_lost, payload + reason, lost);
     // A stopped process would be left behind: it goes with the job.
-    if (mode_ == launch_mode::fork && from.pid > 0) kill(from.pid, SIGKILL);
+    if (mode_ == launch_mode::fork) kill_child(from);
   }
   record_failure(lost, reason);
 }
@@ -920,21 +949,17 @@ void job::die(int exit_code) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while (std::chrono::steady_clock::now() < deadline) {
       bool any = false;
-      for (auto& child : connections_)
-        if (child && child->pid > 0) {
-          if (waitpid(child->pid, nullptr, WNOHANG) == child->pid)
-            child->pid = -1;
-          else
-            any = true;
-        }
+      for (auto& child : connections_) {
+        if (!child) continue;
+        int wait_status;
+        reap_child(*child, wait_status, false);
+        any = any || unreaped(*child);
+      }
       if (!any) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     for (auto& child : connections_)
-      if (child && child->pid > 0) {
-        kill(child->pid, SIGKILL);
-        waitpid(child->pid, nullptr, 0);
-      }
+      if (child) kill_child(*child);
   }
   fflush(stdout);
   fflush(stderr);
@@ -980,22 +1005,20 @@ int job::finish(int exit_status) {
 
   if (mode_ == launch_mode::fork && rank_ == 0) {
     for (auto& child : connections_) {
-      if (!child || child->pid <= 0) continue;
+      if (!child || !unreaped(*child)) continue;
       int wait_status = 0;
       // Children exit right after the end message; one that hangs in its
       // own teardown is not allowed to keep the job alive.
       auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      pid_t reaped = 0;
-      while ((reaped = waitpid(child->pid, &wait_status, WNOHANG)) == 0 &&
+      bool reaped = false;
+      while (!(reaped = reap_child(*child, wait_status, false)) && unreaped(*child) &&
              std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (reaped == 0) {
+      if (!reaped && unreaped(*child)) {
         TMK_LOG(warn, "process %d did not exit after Tmk_exit; killing it", child->rank);
-        kill(child->pid, SIGKILL);
-        waitpid(child->pid, &wait_status, 0);
+        kill_child(*child);
       }
-      child->pid = -1;
-      int child_status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 1;
+      int child_status = reaped && WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 1;
       if (exit_status == 0) exit_status = child_status;
     }
   }

@@ -130,6 +130,9 @@ class job {
   void peer_gone(connection& from, const std::string& reason);
   void record_failure(int lost_rank, const std::string& reason);
   std::string death_reason(connection& from);
+  bool reap_child(connection& child, int& wait_status, bool block);
+  void kill_child(connection& child);
+  bool unreaped(connection& child);
   [[noreturn]] void die(int exit_code);
   void broadcast(std::uint32_t type, const std::string& payload, int except_rank);
   void bind_to_core();
