@@ -29,16 +29,21 @@ constexpr std::size_t max_grant_push_bytes = 64 * 1024;
 }  // namespace
 
 node::lock_state& node::lock_of(std::uint32_t id) {
-  auto& slot = locks_[id];
-  if (!slot) {
-    slot = std::make_unique<lock_state>();
+  std::size_t chunk = id >> lock_chunk_bits;
+  if (chunk >= locks_.size()) locks_.resize(chunk + 1);
+  auto& states = locks_[chunk];
+  if (!states) {
+    constexpr std::uint32_t size = std::uint32_t{1} << lock_chunk_bits;
+    states = std::make_unique<lock_state[]>(size);
     // Every lock starts free, its token at its manager.
-    if (static_cast<int>(id % static_cast<std::uint32_t>(nprocs_)) == rank_) {
-      slot->token = true;
-      slot->tail = rank_;
-    }
+    for (std::uint32_t i = 0; i < size; ++i)
+      if (static_cast<int>(((chunk << lock_chunk_bits) + i) % static_cast<std::uint32_t>(nprocs_)) ==
+          rank_) {
+        states[i].token = true;
+        states[i].tail = rank_;
+      }
   }
-  return *slot;
+  return states[id & ((std::uint32_t{1} << lock_chunk_bits) - 1)];
 }
 
 void node::check_lock_id(const char* call, unsigned id) {
