@@ -423,9 +423,10 @@ class node {
     vector_time successor_time;
     std::int32_t tail = -1;  // at the manager: the last requester
   };
-  // Every lock's state, made in chunks of lock_chunk on first use and never
-  // moved: a lookup is two indexes (a hash map's cost 20-40 ns, paid three
-  // times on an acquire's critical path).
+  // Every lock's state, made in chunks of 2^lock_chunk_bits on first use and
+  // never moved: a lookup is two indexes, three of them on an acquire's
+  // critical path (kept in a hash map, lock direct took 0.87 us against
+  // 0.83, medians of 11 alternated rounds).
   static constexpr std::uint32_t lock_chunk_bits = 8;
   std::vector<std::unique_ptr<lock_state[]>> locks_;
   lock_state& lock_of(std::uint32_t id);
