@@ -125,10 +125,15 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
 
     auto& slot = barriers_[id];
     if (!slot) {
-      slot = std::make_unique<barrier_episode>();
-      slot->arrived.assign(nprocs_, false);
-      slot->tokens.resize(nprocs_);
-      slot->times.resize(nprocs_);
+      // The episode of the barrier before, emptied, with its buffers.
+      if (spare_episode_) {
+        slot = std::move(spare_episode_);
+      } else {
+        slot = std::make_unique<barrier_episode>();
+        slot->arrived.assign(nprocs_, false);
+        slot->tokens.resize(nprocs_);
+        slot->times.resize(nprocs_);
+      }
     }
     barrier_episode& episode = *slot;
     if (episode.arrived[request.origin])
@@ -145,6 +150,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
       if (kind == barrier_kind::user && episode.collect && call_collection())
         TMK_LOG(debug, "barrier %u calls garbage collection %u", id, collections_announced_);
       if (kind == barrier_kind::collection_phase) collections_finished_ = collections_announced_;
+      departures.reserve(static_cast<std::size_t>(nprocs_));
       vector_time newest(nprocs_, 0);
       for (const auto& arrived : episode.times) vector_time_merge(newest, arrived);
       // Every process has sent its own intervals: nobody may know more.
@@ -176,6 +182,11 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
         departures.emplace_back(episode.tokens[process], std::move(departure));
       }
       if (waits_for_program(kind)) barrier_waiting_ -= nprocs_;
+      episode.pushed.clear();
+      std::fill(episode.arrived.begin(), episode.arrived.end(), false);
+      episode.count = 0;
+      episode.collect = false;
+      spare_episode_ = std::move(slot);
       barriers_.erase(id);
     } else if (barrier_waiting_ == nprocs_) {
       std::string where;

@@ -452,6 +452,7 @@ class node {
   };
 
   std::unordered_map<std::uint32_t, std::unique_ptr<barrier_episode>> barriers_;
+  std::unique_ptr<barrier_episode> spare_episode_;  // the last one finished, for the next
   int barrier_waiting_ = 0;  // arrivals held at user and exit barriers, all ids (process 0)
 
   // Garbage collections, numbered from 1: the newest process 0 has called
