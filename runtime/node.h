@@ -423,12 +423,17 @@ class node {
     vector_time successor_time;
     std::int32_t tail = -1;  // at the manager: the last requester
   };
-  // Every lock's state, made in chunks of 2^lock_chunk_bits on first use and
-  // never moved: a lookup is two indexes, three of them on an acquire's
-  // critical path (kept in a hash map, lock direct took 0.87 us against
-  // 0.83, medians of 11 alternated rounds).
+  // The states of locks below near_lock_ids, made in chunks of
+  // 2^lock_chunk_bits on first use and never moved: a lookup is two
+  // indexes, three of them on an acquire's critical path (kept in a hash
+  // map, lock direct took 0.87 us against 0.83, medians of 11 alternated
+  // rounds).  Ids above (TMK_MAX_LOCKS goes up to 2^30, and the heap's lock
+  // is past every user id) are kept in a hash map, so that a high id does
+  // not make a table reaching it.
   static constexpr std::uint32_t lock_chunk_bits = 8;
+  static constexpr std::uint32_t near_lock_ids = 65536;
   std::vector<std::unique_ptr<lock_state[]>> locks_;
+  std::unordered_map<std::uint32_t, std::unique_ptr<lock_state>> far_locks_;
   lock_state& lock_of(std::uint32_t id);
   struct cond_queue {
     struct waiter {

@@ -855,12 +855,11 @@ void job::handle_message(connection& from, std::uint32_t type, const std::string
   }
 }
 
-// Reaps a child that has exited (waiting for it if block): true with its
-// wait status if this call reaped it.
-bool job::reap_child(connection& child, int& wait_status, bool block) {
+// Reaps a child that has exited: true with its wait status if this call
+// reaped it.
+bool job::reap_child(connection& child, int& wait_status) {
   std::lock_guard lock(child.reap_mutex);
-  if (child.pid <= 0 || waitpid(child.pid, &wait_status, block ? 0 : WNOHANG) != child.pid)
-    return false;
+  if (child.pid <= 0 || waitpid(child.pid, &wait_status, WNOHANG) != child.pid) return false;
   child.pid = -1;
   return true;
 }
@@ -886,7 +885,7 @@ std::string job::death_reason(connection& from) {
   for (int attempt = 0; attempt < 50; ++attempt) {
     if (!unreaped(from)) break;  // reaped, by a thread stopping the job
     int wait_status;
-    if (reap_child(from, wait_status, false)) {
+    if (reap_child(from, wait_status)) {
       if (WIFSIGNALED(wait_status))
         return "died (killed by signal " + std::to_string(WTERMSIG(wait_status)) + ", " +
                strsignal(WTERMSIG(wait_status)) + ")";
@@ -952,7 +951,7 @@ void job::die(int exit_code) {
       for (auto& child : connections_) {
         if (!child) continue;
         int wait_status;
-        reap_child(*child, wait_status, false);
+        reap_child(*child, wait_status);
         any = any || unreaped(*child);
       }
       if (!any) break;
@@ -1011,7 +1010,7 @@ int job::finish(int exit_status) {
       // own teardown is not allowed to keep the job alive.
       auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       bool reaped = false;
-      while (!(reaped = reap_child(*child, wait_status, false)) && unreaped(*child) &&
+      while (!(reaped = reap_child(*child, wait_status)) && unreaped(*child) &&
              std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       if (!reaped && unreaped(*child)) {

@@ -130,7 +130,7 @@ class job {
   void peer_gone(connection& from, const std::string& reason);
   void record_failure(int lost_rank, const std::string& reason);
   std::string death_reason(connection& from);
-  bool reap_child(connection& child, int& wait_status, bool block);
+  bool reap_child(connection& child, int& wait_status);
   void kill_child(connection& child);
   bool unreaped(connection& child);
   [[noreturn]] void die(int exit_code);
