@@ -56,6 +56,7 @@ TEST_P(api_scenario, passes_on_every_process) {
     env.push_back({"TMK_GC_THRESHOLD", "400K"});
   }
   if (scenario == "twins-kept") env.push_back({"TMK_GC_THRESHOLD", "2M"});
+  if (scenario == "lock-ids") env.push_back({"TMK_MAX_LOCKS", "1073741824"});
   if (scenario == "stress") options = {"-i", nprocs >= 4 ? "150" : "300", "-x", "7"};
   program_result result = run_worker(scenario, nprocs, substrate, options, env);
   EXPECT_EQ(result.exit_code, 0) << describe(result);
@@ -80,7 +81,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "garbage-locks", "garbage-exit", "stress", "traffic-counts",
                                          "boundary-rows", "notices-once", "fresh-zeros",
                                          "twins-kept", "pushes-stop", "read-once", "whole-and-diffs",
-                                         "merged-diffs", "lock-pushes"),
+                                         "merged-diffs", "lock-pushes", "lock-ids"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
 

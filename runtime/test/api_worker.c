@@ -99,6 +99,36 @@ static void release_acquire(void) {
   finish("release-acquire");
 }
 
+/* Locks anywhere in the id range (the test sets TMK_MAX_LOCKS to 2^30):
+ * ids at the edges of the runtime's table of lock states and beyond it,
+ * each guarding a counter on a page of its own, taken by every process in
+ * turn with the others; every counter must come out right. */
+static void lock_ids(void) {
+  static const unsigned ids[] = {0,     1,      255,     256,         65535,
+                                 65536, 100000, 1000000, 1073741822, 1073741823};
+  enum { count = sizeof ids / sizeof ids[0], stride = 1024 };
+  int i;
+  unsigned k;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc(count * stride * sizeof(int));
+    for (k = 0; k < count; k++) shared_ints[k * stride] = 0;
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (i = 0; i < iterations; i++)
+    for (k = 0; k < count; k++) {
+      unsigned which = (k + Tmk_proc_id) % count;
+      Tmk_lock_acquire(ids[which]);
+      shared_ints[which * stride]++;
+      Tmk_lock_release(ids[which]);
+    }
+  Tmk_barrier(1);
+  for (k = 0; k < count; k++)
+    check(shared_ints[k * stride] == iterations * (int)Tmk_nprocs, "a lock's counter",
+          shared_ints[k * stride], iterations * (long)Tmk_nprocs);
+  finish("lock-ids");
+}
+
 /* Data that migrates under a lock travels with the grant: the processes
  * take turns (a turn word under lock 6, no barriers), each adding to a
  * counter and stamping its cell on one page.  Once a process has asked a
@@ -1231,6 +1261,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "fresh-zeros") == 0) fresh_zeros();
   else if (strcmp(scenario, "merged-diffs") == 0) merged_diffs();
   else if (strcmp(scenario, "lock-pushes") == 0) lock_pushes();
+  else if (strcmp(scenario, "lock-ids") == 0) lock_ids();
   else if (strcmp(scenario, "whole-and-diffs") == 0) whole_and_diffs();
   else if (strcmp(scenario, "twins-kept") == 0) twins_kept();
   else if (strcmp(scenario, "pushes-stop") == 0) pushes_stop();
