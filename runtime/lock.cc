@@ -29,30 +29,23 @@ constexpr std::size_t max_grant_push_bytes = 64 * 1024;
 }  // namespace
 
 node::lock_state& node::lock_of(std::uint32_t id) {
-  // Every lock starts free, its token at its manager.
-  auto start = [&](lock_state& state, std::uint32_t lock) {
-    if (static_cast<int>(lock % static_cast<std::uint32_t>(nprocs_)) == rank_) {
-      state.token = true;
-      state.tail = rank_;
-    }
-  };
-  if (id >= near_lock_ids) {
+  lock_state* state;
+  if (id < near_lock_ids) {
+    state = &locks_.at(id);
+  } else {
     auto& slot = far_locks_[id];
-    if (!slot) {
-      slot = std::make_unique<lock_state>();
-      start(*slot, id);
+    if (!slot) slot = std::make_unique<lock_state>();
+    state = slot.get();
+  }
+  if (!state->started) {
+    // Every lock starts free, its token at its manager.
+    state->started = true;
+    if (static_cast<int>(id % static_cast<std::uint32_t>(nprocs_)) == rank_) {
+      state->token = true;
+      state->tail = rank_;
     }
-    return *slot;
   }
-  std::uint32_t chunk = id >> lock_chunk_bits;
-  if (chunk >= locks_.size()) locks_.resize(chunk + 1);
-  auto& states = locks_[chunk];
-  if (!states) {
-    constexpr std::uint32_t size = std::uint32_t{1} << lock_chunk_bits;
-    states = std::make_unique<lock_state[]>(size);
-    for (std::uint32_t i = 0; i < size; ++i) start(states[i], (chunk << lock_chunk_bits) + i);
-  }
-  return states[id & ((std::uint32_t{1} << lock_chunk_bits) - 1)];
+  return *state;
 }
 
 void node::check_lock_id(const char* call, unsigned id) {

@@ -127,44 +127,48 @@ struct pushed_diff {
   std::vector<std::uint32_t> readers;
 };
 
-// Per-page protocol state, for the pages that have any: a two-level table
-// (lookup is two indexes; a chunk of 4096 entries is made on first use), so
-// that a write notice costs nanoseconds, not a hash lookup.
-class page_table {
+// Per-entry state for the entries that have any: a two-level table (lookup
+// is two indexes; a chunk of 2^chunk_bits entries is made on first use and
+// never moved), so that a write notice or a lock lookup costs nanoseconds,
+// not a hash lookup.
+template <typename T, std::uint32_t chunk_bits>
+class chunk_table {
  public:
-  static constexpr std::uint32_t chunk_bits = 12;
-  static constexpr std::uint32_t chunk_pages = 1u << chunk_bits;
-  explicit page_table(std::uint32_t npages) : chunks_((npages + chunk_pages - 1) / chunk_pages) {}
-  page_extra& at(std::uint32_t page) {
-    auto& chunk = chunks_[page >> chunk_bits];
+  static constexpr std::uint32_t chunk_entries = 1u << chunk_bits;
+  explicit chunk_table(std::uint32_t entries)
+      : chunks_((entries + chunk_entries - 1) / chunk_entries) {}
+  T& at(std::uint32_t index) {
+    auto& chunk = chunks_[index >> chunk_bits];
     if (!chunk) {
-      chunk = std::make_unique<page_extra[]>(chunk_pages);
+      chunk = std::make_unique<T[]>(chunk_entries);
       ++chunks_in_use_;
     }
-    return chunk[page & (chunk_pages - 1)];
+    return chunk[index & (chunk_entries - 1)];
   }
-  page_extra* find(std::uint32_t page) {
-    auto& chunk = chunks_[page >> chunk_bits];
-    return chunk ? &chunk[page & (chunk_pages - 1)] : nullptr;
+  T* find(std::uint32_t index) {
+    auto& chunk = chunks_[index >> chunk_bits];
+    return chunk ? &chunk[index & (chunk_entries - 1)] : nullptr;
   }
-  // Calls visit(page, entry) for every entry of every chunk in use.
+  // Calls visit(index, entry) for every entry of every chunk in use.
   template <typename F>
   void for_each(F&& visit) {
     for (std::size_t c = 0; c < chunks_.size(); ++c)
       if (chunks_[c])
-        for (std::uint32_t i = 0; i < chunk_pages; ++i)
-          visit(static_cast<std::uint32_t>(c * chunk_pages + i), chunks_[c][i]);
+        for (std::uint32_t i = 0; i < chunk_entries; ++i)
+          visit(static_cast<std::uint32_t>(c * chunk_entries + i), chunks_[c][i]);
   }
   void clear() {
     for (auto& chunk : chunks_) chunk.reset();
     chunks_in_use_ = 0;
   }
-  std::size_t bytes() const { return chunks_in_use_ * chunk_pages * sizeof(page_extra); }
+  std::size_t bytes() const { return chunks_in_use_ * chunk_entries * sizeof(T); }
 
  private:
-  std::vector<std::unique_ptr<page_extra[]>> chunks_;
+  std::vector<std::unique_ptr<T[]>> chunks_;
   std::size_t chunks_in_use_ = 0;
 };
+
+using page_table = chunk_table<page_extra, 12>;
 
 // Counters behind Tmk_stat; the service thread updates some of them.
 struct runtime_counters {
@@ -415,6 +419,7 @@ class node {
   reply_payload departure_;
 
   struct lock_state {
+    bool started = false;  // token and tail set for its manager (lock_of)
     bool token = false;    // this process may take the lock without a message
     bool held = false;
     bool waiting = false;  // requested, not yet granted
@@ -423,16 +428,14 @@ class node {
     vector_time successor_time;
     std::int32_t tail = -1;  // at the manager: the last requester
   };
-  // The states of locks below near_lock_ids, made in chunks of
-  // 2^lock_chunk_bits on first use and never moved: a lookup is two
-  // indexes, three of them on an acquire's critical path (kept in a hash
-  // map, lock direct took 0.87 us against 0.83, medians of 11 alternated
-  // rounds).  Ids above (TMK_MAX_LOCKS goes up to 2^30, and the heap's lock
-  // is past every user id) are kept in a hash map, so that a high id does
-  // not make a table reaching it.
-  static constexpr std::uint32_t lock_chunk_bits = 8;
+  // The states of locks below near_lock_ids, in a chunk_table: a lookup is
+  // two indexes, three of them on an acquire's critical path (kept in a
+  // hash map, lock direct took 0.87 us against 0.83, medians of 11
+  // alternated rounds).  Ids above (TMK_MAX_LOCKS goes up to 2^30, and the
+  // heap's lock is past every user id) are kept in a hash map, so that a
+  // high id does not make a table reaching it.
   static constexpr std::uint32_t near_lock_ids = 65536;
-  std::vector<std::unique_ptr<lock_state[]>> locks_;
+  chunk_table<lock_state, 8> locks_{near_lock_ids};
   std::unordered_map<std::uint32_t, std::unique_ptr<lock_state>> far_locks_;
   lock_state& lock_of(std::uint32_t id);
   struct cond_queue {
