@@ -30,16 +30,21 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def perftest(test, size, iterations, extra=()):
+# Both processes of a run on the first CPU: a wake-up is then a switch on
+# that CPU, never an idle CPU's (see one_cpu in main).
+ONE_CPU = ["taskset", "-c", "0"]
+
+
+def perftest(test, size, iterations, extra=(), prefix=()):
     """Returns (round trip us, bandwidth MB/s [1e6 bytes]) of one ucx_perftest run."""
     port = str(free_port())
-    server = subprocess.Popen(["ucx_perftest", "-p", port], stdout=subprocess.DEVNULL,
+    server = subprocess.Popen([*prefix, "ucx_perftest", "-p", port], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
         for attempt in range(50):
             time.sleep(0.1)
             client = subprocess.run(
-                ["ucx_perftest", "-p", port, "localhost", "-t", test, "-s", str(size),
+                [*prefix, "ucx_perftest", "-p", port, "localhost", "-t", test, "-s", str(size),
                  "-n", str(iterations), *extra],
                 capture_output=True, text=True, timeout=120)
             if client.returncode == 0:
@@ -57,10 +62,10 @@ def perftest(test, size, iterations, extra=()):
     return 2 * one_way, bandwidth
 
 
-def pingpong(build, sizes, env_overrides, gap_us=0, iterations=5000, stream=2000):
+def pingpong(build, sizes, env_overrides, gap_us=0, iterations=5000, stream=2000, prefix=()):
     env = dict(os.environ)
     env.update(env_overrides)
-    command = [os.path.join(build, "microbench", "pingpong"), "--csv", "--sizes",
+    command = [*prefix, os.path.join(build, "microbench", "pingpong"), "--csv", "--sizes",
                ",".join(str(size) for size in sizes), "--repeat", "5", "--iterations",
                str(iterations), "--stream-count", str(stream)]
     if gap_us:
@@ -74,6 +79,18 @@ def pingpong(build, sizes, env_overrides, gap_us=0, iterations=5000, stream=2000
         size, rtt, bandwidth = line.split(",")
         rows[int(size)] = (float(rtt), float(bandwidth))
     return rows
+
+
+def halt_polling():
+    """How the guest idles its CPUs, as the kernel reports it."""
+    try:
+        with open("/sys/module/haltpoll/parameters/guest_halt_poll_ns") as limit:
+            ns = int(limit.read())
+    except (OSError, ValueError):
+        return "the guest's idle driver not reported"
+    if ns == 0:
+        return "the guest polls for no time before it halts: guest_halt_poll_ns 0"
+    return "after the guest's halt-polling window, up to %d ns" % ns
 
 
 def median(values):
@@ -107,6 +124,13 @@ def main():
     # (1 us spin, requests 3 us apart), so its CPU has not halted yet.
     just_asleep = []
     just_asleep_armed = []
+    # ucx_perftest -E sleep's two processes, left to the scheduler, mostly
+    # share a CPU: UCX's wake-up is a write to a socket, a synchronous
+    # wake-up, which puts the woken process on the writer's CPU, and the
+    # writer then sleeps (seen with sched_switch events).  A doorbell
+    # (futex) wakes the service thread on its own CPU, idle and halted.
+    # Both tools with both processes on one CPU compare the wake-ups alone.
+    one_cpu = {"sleep": [], "doorbell": [], "UCX wake-up": []}
 
     for round_number in range(options.rounds):
         print("round %d of %d" % (round_number + 1, options.rounds), file=sys.stderr)
@@ -132,6 +156,12 @@ def main():
                                     stream=0)[8][0])
         just_asleep_armed.append(pingpong(options.build, [8], dict(short_spin, TMK_DOORBELL="off"),
                                           gap_us=3, iterations=2000, stream=0)[8][0])
+        one_cpu["sleep"].append(perftest("ucp_am_lat", 8, 20000, ["-E", "sleep"], ONE_CPU)[0])
+        one_cpu["doorbell"].append(pingpong(options.build, [8], short_spin, gap_us=3,
+                                            iterations=2000, stream=0, prefix=ONE_CPU)[8][0])
+        one_cpu["UCX wake-up"].append(pingpong(options.build, [8], dict(short_spin, TMK_DOORBELL="off"),
+                                               gap_us=3, iterations=2000, stream=0,
+                                               prefix=ONE_CPU)[8][0])
 
     floor = {key: median(values) for key, values in raw.items()}
     rtt = {name: {size: median(ours[name][size][0]) for size in sizes} for name in variants}
@@ -139,6 +169,7 @@ def main():
     asleep = {name: {size: median(gapped[name][size]) for size in (8, 4096)} for name in gapped}
 
     am = rtt["am, interrupt"]
+    shared = {name: median(values) for name, values in one_cpu.items()}
     today = datetime.date.today().isoformat()
     lines = [
         "## Substrate: ping-pong beside ucx_perftest",
@@ -173,6 +204,10 @@ def main():
         % (floor["sleep 8"], median(just_asleep), median(just_asleep) / floor["sleep 8"]),
         "| the same with UCX's wake-up (TMK_DOORBELL=off) | %.3f | %.3f | %.2f | |"
         % (floor["sleep 8"], median(just_asleep_armed), median(just_asleep_armed) / floor["sleep 8"]),
+        "| the same, both processes on one CPU (`taskset -c 0` for both tools) | %.3f | %.3f | %.2f | |"
+        % (shared["sleep"], shared["doorbell"], shared["doorbell"] / shared["sleep"]),
+        "| the same on one CPU with UCX's wake-up (TMK_DOORBELL=off) | %.3f | %.3f | %.2f | |"
+        % (shared["sleep"], shared["UCX wake-up"], shared["UCX wake-up"] / shared["sleep"]),
         "| round trip 8 B, server asleep on an idle CPU (ucp_am_lat -E sleep; tmk am, default spin, requests %d us apart) | %.3f | %.3f | %.2f | |"
         % (options.gap_us, floor["sleep 8"], asleep["am, interrupt"][8],
            asleep["am, interrupt"][8] / floor["sleep 8"]),
@@ -189,8 +224,9 @@ def main():
         "",
         "Requests spaced %d us apart, longer than the service thread's spin window, so it sleeps "
         "between them and its CPU goes idle (round trip us). On this virtual machine an idle CPU "
-        "halts after the guest's halt-polling window and waking it costs tens of microseconds; "
-        "ucx_perftest -E sleep never lets the CPU idle that long, hence the separate row above:" % options.gap_us,
+        "halts (%s) and waking it costs tens of microseconds; "
+        "ucx_perftest -E sleep never lets the CPU idle that long, hence the separate rows above:"
+        % (options.gap_us, halt_polling()),
         "",
         "| size B | " + " | ".join(gapped) + " |",
         "| --- |" + " --- |" * len(gapped),
