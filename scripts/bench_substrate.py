@@ -125,11 +125,11 @@ def main():
     just_asleep = []
     just_asleep_armed = []
     # ucx_perftest -E sleep's two processes, left to the scheduler, mostly
-    # share a CPU: UCX's wake-up is a write to a socket, a synchronous
-    # wake-up, which puts the woken process on the writer's CPU, and the
-    # writer then sleeps (seen with sched_switch events).  A doorbell
-    # (futex) wakes the service thread on its own CPU, idle and halted.
-    # Both tools with both processes on one CPU compare the wake-ups alone.
+    # share a CPU, each wake-up a switch there, as the writer of each
+    # message sleeps right after it (seen with sched_switch events).  A
+    # doorbell wakes the service thread on its own CPU, idle and halted,
+    # while the client spins for the reply on its own.  Both tools with
+    # both processes on one CPU compare the wake-ups alone.
     one_cpu = {"sleep": [], "doorbell": [], "UCX wake-up": []}
 
     for round_number in range(options.rounds):
