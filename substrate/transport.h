@@ -336,6 +336,8 @@ class transport {
   // wakes peer's service thread if it sleeps and no caller there polls.
   void ring(int peer);
   bool doorbells() const { return doorbells_; }
+  // No more processes of this job on this host than cores.
+  bool core_per_process() const { return core_per_process_; }
   // Rings held back: see send.
   struct owed_ring {
     int peer;

@@ -592,6 +592,30 @@ struct worker {
     fail("a reply came from a process that never replies");
   }
 
+  // The last process dies while every other streams messages of several
+  // shared-memory segments to it, sent from the caller's memory: once the
+  // dead process's FIFO is full, a sender waits in its send for room that
+  // never comes, until it hears of the loss and names it.
+  void killed_while_streaming() {
+    int victim = size - 1;
+    if (rank == victim) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      kill(getpid(), SIGKILL);
+    }
+    constexpr std::size_t length = 40000;
+    std::vector<std::byte> body(length);
+    for (std::uint32_t i = 0;; ++i) {
+      for (std::size_t k = 0; k < length; ++k) body[k] = std::byte{pattern(i, k)};
+      op_header header{op_count, 0, 0, i};
+      status sent = link->send_one_way(victim, {as_bytes_of(header), body});
+      if (!sent) {
+        if (sent.code() == status_code::peer_lost)
+          the_job->fatal_lost(sent, "streaming to process " + std::to_string(victim));
+        the_job->fatal("streaming: " + sent.message());
+      }
+    }
+  }
+
   // Replies held at once while more arrive: every process asks every peer
   // for replies of each length, keeps them all, then checks every byte.
   // UCX's active messages lend each reply of 256 B or more that one
@@ -716,6 +740,7 @@ int main(int argc, char** argv) {
   else if (scenario == "just-left-wait") self.just_left_wait(10);
   else if (scenario == "caller-requests") self.caller_requests(6);
   else if (scenario == "killed") self.killed();
+  else if (scenario == "killed-streaming") self.killed_while_streaming();
   else if (scenario == "too-large") self.too_large();
   else if (scenario == "lent") self.lent_replies(20);
   else self.the_job->fatal("unknown scenario " + scenario);

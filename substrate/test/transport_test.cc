@@ -170,6 +170,37 @@ TEST_P(transport_failure, killed_peer_is_reported_by_everyone) {
   }
 }
 
+// The same while the others stream messages of several segments to it,
+// which through UCX go out from the sender's own memory: a sender waiting
+// for room in the dead process's FIFO hears of the loss and names it.
+class transport_failure_streaming : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(transport_failure_streaming, peer_killed_while_others_stream_to_it_is_reported) {
+  auto [nprocs, backend_index] = GetParam();
+  program_result result = run_worker("killed-streaming", nprocs, backends[backend_index], "interrupt");
+  EXPECT_EQ(result.exit_code, 1) << describe(result);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_LT(result.seconds, 10.0) << describe(result);
+  EXPECT_FALSE(result.stragglers) << "processes outlived the job";
+  // Each names the dead process: lost, or (sockets) its connection closed.
+  std::string victim = "process " + std::to_string(nprocs - 1);
+  for (int rank = 0; rank < nprocs - 1; ++rank) {
+    std::string prefix = "tmk[" + std::to_string(rank) + "]: ";
+    bool named = false;
+    for (std::size_t at = result.err.find(prefix); at != std::string::npos && !named;
+         at = result.err.find(prefix, at + 1)) {
+      std::string line = result.err.substr(at, result.err.find('\n', at) - at);
+      named = line.find(victim) != std::string::npos &&
+              (line.find("lost " + victim) != std::string::npos ||
+               line.find(victim + ": connection closed") != std::string::npos);
+    }
+    EXPECT_TRUE(named) << "process " << rank << " did not report the loss\n" << describe(result);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(all, transport_failure_streaming,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Values(0, 1, 2)));
+
 INSTANTIATE_TEST_SUITE_P(all, transport_failure,
                          ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Values(0, 1, 2)));
 

@@ -18,13 +18,17 @@
 //        A message above the largest class is announced in a small one and
 //        follows by rendezvous under its own tag.
 // Both send from a pool of registered send buffers (the header and the
-// payload must outlive the send: UCX 1.13 cannot copy the header).
+// payload must outlive the send: UCX 1.13 cannot copy the header), except
+// where the am path's send completes at once from the caller's memory, or
+// the calling thread sends more than a segment: it waits for that send to
+// complete instead (post_direct).
 #pragma once
 
 #include <ucp/api/ucp.h>
 
 #include <array>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -79,6 +83,9 @@ class ucx_transport final : public transport {
   send_buffer* take_send_buffer(worker_state& worker, std::size_t length);
   void return_send_buffer(worker_state& worker, send_buffer* buffer);
   void went_in_flight(worker_state& worker, send_buffer* buffer);
+  status post_direct(worker_state& worker, ucp_ep_h ep, int peer, channel to,
+                     const wire_header& header, std::span<ucp_dt_iov_t> iov,
+                     std::size_t payload_length);
   status post_am(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
                  std::size_t length);
   status post_tag(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
@@ -94,6 +101,7 @@ class ucx_transport final : public transport {
   static ucs_status_t on_am_reply(void* arg, const void* header, size_t header_length,
                                   void* data, size_t length, const ucp_am_recv_param_t* param);
   static void on_send_done(void* request, ucs_status_t status, void* user_data);
+  static void on_direct_send_done(void* request, ucs_status_t status, void* user_data);
   static void on_tag_received(void* request, ucs_status_t status,
                               const ucp_tag_recv_info_t* info, void* user_data);
   static void on_large_received(void* request, ucs_status_t status,
