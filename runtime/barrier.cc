@@ -165,12 +165,19 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
         if (!intervals_.encode(departure, episode.times[process], newest))
           protocol_failure("barrier " + std::to_string(id) + ": an interval is missing");
         // The diffs of pages this process reads, from their writers.
+        auto reads = [&](const pushed_diff& diff) {
+          return std::find(diff.readers.begin(), diff.readers.end(),
+                           static_cast<std::uint32_t>(process)) != diff.readers.end();
+        };
+        std::size_t bytes = sizeof(std::uint32_t);
+        for (const auto& diff : episode.pushed)
+          if (reads(diff)) bytes += diff.bytes.size() + 20;
+        departure.room_for(bytes);
         std::uint32_t count = 0;
         std::size_t count_offset = departure.size();
         departure.reserve(sizeof count);
         for (const auto& diff : episode.pushed)
-          if (std::find(diff.readers.begin(), diff.readers.end(),
-                        static_cast<std::uint32_t>(process)) != diff.readers.end()) {
+          if (reads(diff)) {
             departure.put<std::int32_t>(diff.writer);
             departure.put<std::uint32_t>(diff.page);
             departure.put<std::uint32_t>(diff.first);
@@ -232,15 +239,26 @@ void node::push_diffs(message_writer& arrival) {
       pages.push_back(page);
   }
   subscribed_.resize(kept);
-  arrival.put<std::uint32_t>(static_cast<std::uint32_t>(pages.size()));
+  // Sealed first, so that the arrival is made the size of their diffs.
+  std::vector<const sealed_diff*> sealed;
+  sealed.reserve(pages.size());
+  std::size_t bytes = 0;
   for (std::uint32_t page : pages) {
+    sealed.push_back(&seal_in_place(page, *extras_.find(page)));
+    bytes += sealed.back()->bytes.size() + 20 + 4 * static_cast<std::size_t>(nprocs_);
+  }
+  arrival.room_for(sizeof(std::uint32_t) + bytes);
+  arrival.put<std::uint32_t>(static_cast<std::uint32_t>(pages.size()));
+  std::vector<std::uint32_t> readers;
+  for (std::size_t i = 0; i < pages.size(); ++i) {
+    std::uint32_t page = pages[i];
     page_extra& entry = *extras_.find(page);
-    const sealed_diff& diff = seal_in_place(page, entry);
+    const sealed_diff& diff = *sealed[i];
     arrival.put<std::uint32_t>(page);
     arrival.put<std::uint32_t>(diff.first);
     arrival.put<std::uint32_t>(diff.last);
     arrival.put_bytes(diff.bytes);
-    std::vector<std::uint32_t> readers;
+    readers.clear();
     for (const auto& reader : entry.readers)
       if (active(reader)) readers.push_back(static_cast<std::uint32_t>(reader.process));
     arrival.put_words(readers);

@@ -83,6 +83,10 @@ class message_writer {
     bytes_.resize(at + n);
     return bytes_.data() + at;
   }
+  // Capacity for more bytes at once.  A message of diffs grown by
+  // doubling copies what it holds at each step: a departure of 148 kB
+  // (FFT's barrier on 2 processes) copied 256 kB more that way.
+  void room_for(std::size_t more) { bytes_.reserve(bytes_.size() + more); }
   std::size_t size() const { return bytes_.size(); }
   std::span<const std::byte> bytes() const { return bytes_; }
   std::vector<std::byte>& buffer() { return bytes_; }

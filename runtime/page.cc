@@ -584,13 +584,23 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
       if (entry != nullptr && entry->twin != nullptr && entry->twin_start <= range.to)
         seal_while_writable(range.page, *entry);
     }
+    auto asked_for = [](const asked_range& range, const sealed_diff& diff) {
+      return diff.last > range.from && diff.first <= range.to;
+    };
+    // Room for every diff asked for at once (merged ones take no more).
+    std::size_t bytes = 0;
+    for (const auto& range : ranges)
+      if (page_extra* entry = extras_.find(range.page))
+        for (const auto& diff : entry->diffs)
+          if (asked_for(range, diff)) bytes += diff.bytes.size() + 12;
+    answer.room_for(bytes + 4 * ranges.size());
     for (const auto& range : ranges) {
-      std::uint32_t page = range.page, from = range.from, to = range.to;
+      std::uint32_t page = range.page;
       std::uint32_t count = 0;
       std::size_t count_offset = answer.size();
       answer.reserve(sizeof count);
       if (page_extra* entry = extras_.find(page)) {
-        auto wanted = [&](const sealed_diff& diff) { return diff.last > from && diff.first <= to; };
+        auto wanted = [&](const sealed_diff& diff) { return asked_for(range, diff); };
         if ((range.flags & diff_ask_merge) != 0 &&
             std::count_if(entry->diffs.begin(), entry->diffs.end(), wanted) > 1) {
           merge_parts_.clear();
