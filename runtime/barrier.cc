@@ -239,13 +239,15 @@ void node::push_diffs(message_writer& arrival) {
       pages.push_back(page);
   }
   subscribed_.resize(kept);
-  // Sealed first, so that the arrival is made the size of their diffs.
-  std::vector<const sealed_diff*> sealed;
+  // Sealed first, so that the arrival is made the size of their diffs
+  // (each one's place in its page's list, which later seals may move).
+  std::vector<std::size_t> sealed;
   sealed.reserve(pages.size());
   std::size_t bytes = 0;
   for (std::uint32_t page : pages) {
-    sealed.push_back(&seal_in_place(page, *extras_.find(page)));
-    bytes += sealed.back()->bytes.size() + 20 + 4 * static_cast<std::size_t>(nprocs_);
+    page_extra& entry = *extras_.find(page);
+    bytes += seal_in_place(page, entry).bytes.size() + 20 + 4 * static_cast<std::size_t>(nprocs_);
+    sealed.push_back(entry.diffs.size() - 1);
   }
   arrival.room_for(sizeof(std::uint32_t) + bytes);
   arrival.put<std::uint32_t>(static_cast<std::uint32_t>(pages.size()));
@@ -253,7 +255,7 @@ void node::push_diffs(message_writer& arrival) {
   for (std::size_t i = 0; i < pages.size(); ++i) {
     std::uint32_t page = pages[i];
     page_extra& entry = *extras_.find(page);
-    const sealed_diff& diff = *sealed[i];
+    const sealed_diff& diff = entry.diffs[sealed[i]];
     arrival.put<std::uint32_t>(page);
     arrival.put<std::uint32_t>(diff.first);
     arrival.put<std::uint32_t>(diff.last);
