@@ -210,7 +210,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
   // which may take the core from this thread before the others are sent.
   std::stable_partition(departures.begin(), departures.end(),
                         [&](const auto& entry) { return entry.first.origin != rank_; });
-  for (auto& [token, departure] : departures) reply(token, departure);
+  for (auto& [token, departure] : departures) reply(token, std::move(departure));
 }
 
 // At a barrier arrival, under mutex_: the diffs of the pages this process

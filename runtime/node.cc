@@ -264,7 +264,14 @@ void node::send_one_way(int peer, const message_writer& message, std::string_vie
 // requester waiting for ever: the job stops, naming the cause.  A requester
 // that is gone needs no reply.
 void node::reply(const reply_token& to, const message_writer& message) {
-  status sent = link_->reply(to, {message.bytes()});
+  replied(to, link_->reply(to, {message.bytes()}));
+}
+
+void node::reply(const reply_token& to, message_writer&& message) {
+  replied(to, link_->reply(to, std::move(message.buffer())));
+}
+
+void node::replied(const reply_token& to, const status& sent) {
   if (!sent && sent.code() != status_code::peer_lost)
     job_.fatal("replying to process " + std::to_string(to.origin) + ": " + sent.message());
 }

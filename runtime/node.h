@@ -236,6 +236,9 @@ class node {
                      std::string_view what);
   void send_one_way(int peer, const message_writer& message, std::string_view what);
   void reply(const reply_token& to, const message_writer& message);
+  // The same, the message's buffer given to a reply to this process itself.
+  void reply(const reply_token& to, message_writer&& message);
+  void replied(const reply_token& to, const status& sent);
   [[noreturn]] void protocol_failure(const std::string& what);
 
   // Requests from other processes (service thread).

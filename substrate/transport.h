@@ -257,6 +257,9 @@ class transport {
 
   // Either thread: replies to the origin of a request.
   status reply(const reply_token& to, parts payload);
+  // The same with a payload of one buffer, which a reply to this process's
+  // own request takes as it is, with no copy.
+  status reply(const reply_token& to, std::vector<std::byte>&& payload);
   // Inside a handler, on either thread: passes the request on to peer with
   // a new payload; peer replies to the original origin.
   status forward(const incoming_request& request, int peer, parts payload);
@@ -326,6 +329,7 @@ class transport {
   // A reply to a request of this process's own caller: straight into the
   // waiting slot, no message.
   status reply_here(std::uint32_t sequence, parts payload);
+  status reply_here(std::uint32_t sequence, std::vector<std::byte>&& payload);
   // send_request and reply with a message kind of the substrate's own.
   result<request_id> send_request(message_kind kind, int peer, parts payload);
   status reply(message_kind kind, const reply_token& to, parts payload);
@@ -384,6 +388,11 @@ class transport {
   // The slot of the request a reply answers, or null (logged) if nobody
   // waits for it.
   pending_reply* waiting_slot(const wire_header& header);
+  // The same for reply_here: the slot of this process's own request, or
+  // null (logged).
+  pending_reply* slot_to_fill(std::uint32_t sequence);
+  // reply_here's payload is in the slot: its caller may take it.
+  void filled(pending_reply& slot);
   // Hands a waited-for slot's payload over and frees the slot.
   void hand_over(pending_reply& slot, reply_payload& reply);
   friend class reply_payload;
