@@ -57,6 +57,7 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
                      : kind == barrier_kind::exit ? std::string(call)
                                                   : std::string(call) + "(garbage collection)";
   lock.unlock();
+  own_arrival_ = arrival.bytes().data();
   request_id arrived = send_request(0, arrival, what, true);
   // A user barrier's departure into departure_, whose buffer the next one
   // reuses; a collection's own barriers (perhaps inside a user barrier's
@@ -67,6 +68,7 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
     await_synchronization(arrived, what, answer);
   else
     await_all({&arrived, 1}, {&answer, 1}, what);
+  own_arrival_ = nullptr;
   lock.lock();
   message_reader reader(answer.bytes());
   if (reader.type() != message_type::barrier_depart) protocol_failure(what + ": malformed departure");
@@ -95,26 +97,35 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
                  : kind == barrier_kind::collection_phase && id == collection_phase_barrier;
   if (!reader.ok() || rank_ != 0 || !id_fits || !intervals_decode(reader, nprocs_, npages_, records))
     return reject(request, "malformed barrier arrival");
+  // The pushes, the rest of the arrival: process 0's own are read where
+  // they are; another's arrival is given back when this returns, and its
+  // pushes are kept in one copy.
+  std::vector<std::byte> held;
+  std::span<const std::byte> section = reader.rest();
+  if (request.payload.data() != own_arrival_ && !section.empty()) {
+    held.assign(section.begin(), section.end());
+    section = held;
+  }
+  message_reader pushes_reader(section);
   std::vector<pushed_diff> pushed;
-  std::uint32_t pushes = reader.take<std::uint32_t>();
-  for (std::uint32_t i = 0; i < pushes && reader.ok(); ++i) {
+  std::uint32_t pushes = pushes_reader.take<std::uint32_t>();
+  for (std::uint32_t i = 0; i < pushes && pushes_reader.ok(); ++i) {
     pushed_diff diff;
     diff.writer = request.origin;
-    diff.page = reader.take<std::uint32_t>();
-    diff.first = reader.take<std::uint32_t>();
-    diff.last = reader.take<std::uint32_t>();
-    auto bytes = reader.get_bytes();
-    diff.bytes.assign(bytes.begin(), bytes.end());
-    if (!reader.get_words(diff.readers, static_cast<std::size_t>(nprocs_)) ||
+    diff.page = pushes_reader.take<std::uint32_t>();
+    diff.first = pushes_reader.take<std::uint32_t>();
+    diff.last = pushes_reader.take<std::uint32_t>();
+    diff.bytes = pushes_reader.get_bytes();
+    if (!pushes_reader.get_words(diff.readers, static_cast<std::size_t>(nprocs_)) ||
         diff.page >= npages_ || diff.first == 0 || diff.first > diff.last ||
-        !diff_valid(bytes, page_size_))
+        !diff_valid(diff.bytes, page_size_))
       return reject(request, "malformed diff in a barrier arrival");
     for (std::uint32_t to : diff.readers)
       if (to >= static_cast<std::uint32_t>(nprocs_))
         return reject(request, "malformed diff in a barrier arrival");
     pushed.push_back(std::move(diff));
   }
-  if (!reader.ok()) return reject(request, "malformed barrier arrival");
+  if (!pushes_reader.ok()) return reject(request, "malformed barrier arrival");
 
   std::vector<std::pair<reply_token, message_writer>> departures;
   {
@@ -140,6 +151,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
       return reject(request, "process arrived twice at barrier " + std::to_string(id));
     episode.arrived[request.origin] = true;
     std::move(pushed.begin(), pushed.end(), std::back_inserter(episode.pushed));
+    if (!pushed.empty() && !held.empty()) episode.held.push_back(std::move(held));
     episode.tokens[request.origin] = request.token();
     episode.times[request.origin] = std::move(time);
     episode.kind = kind;
@@ -190,6 +202,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
       }
       if (waits_for_program(kind)) barrier_waiting_ -= nprocs_;
       episode.pushed.clear();
+      episode.held.clear();
       std::fill(episode.arrived.begin(), episode.arrived.end(), false);
       episode.count = 0;
       episode.collect = false;

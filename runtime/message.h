@@ -143,6 +143,8 @@ class message_reader {
     return std::string(reinterpret_cast<const char*>(view.data()), view.size());
   }
   std::size_t remaining() const { return bytes_.size() - at_; }
+  // What is left to read.
+  std::span<const std::byte> rest() const { return bytes_.subspan(at_); }
   bool ok() const { return ok_; }
   bool fail() {
     ok_ = false;

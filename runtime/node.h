@@ -117,13 +117,15 @@ struct page_extra {
   std::vector<page_reader> readers;     // who reads this process's writes to it
 };
 
-// A diff carried by a barrier to the processes that read the page.
+// A diff carried by a barrier to the processes that read the page.  Its
+// bytes stay in the arrival: process 0's own, alive until its departure,
+// or the copy of another's that the barrier's episode holds.
 struct pushed_diff {
   std::int32_t writer;
   std::uint32_t page;
   std::uint32_t first;
   std::uint32_t last;
-  std::vector<std::byte> bytes;
+  std::span<const std::byte> bytes;
   std::vector<std::uint32_t> readers;
 };
 
@@ -454,6 +456,7 @@ class node {
 
   struct barrier_episode {
     std::vector<pushed_diff> pushed;
+    std::vector<std::vector<std::byte>> held;  // the pushes of other processes' arrivals
     std::vector<bool> arrived;
     std::vector<reply_token> tokens;
     std::vector<vector_time> times;
@@ -464,6 +467,9 @@ class node {
 
   std::unordered_map<std::uint32_t, std::unique_ptr<barrier_episode>> barriers_;
   std::unique_ptr<barrier_episode> spare_episode_;  // the last one finished, for the next
+  // Process 0's own arrival while it waits at a barrier (its calling thread
+  // handles it and every arrival): its pushed diffs are not copied.
+  const std::byte* own_arrival_ = nullptr;
   int barrier_waiting_ = 0;  // arrivals held at user and exit barriers, all ids (process 0)
 
   // Garbage collections, numbered from 1: the newest process 0 has called
