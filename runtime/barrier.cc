@@ -99,10 +99,10 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
     return reject(request, "malformed barrier arrival");
   // The pushes, the rest of the arrival: process 0's own are read where
   // they are; another's arrival is given back when this returns, and its
-  // pushes are kept in one copy.
+  // pushes, if it has any (more than their count), are kept in one copy.
   std::vector<std::byte> held;
   std::span<const std::byte> section = reader.rest();
-  if (request.payload.data() != own_arrival_ && !section.empty()) {
+  if (request.payload.data() != own_arrival_ && section.size() > sizeof(std::uint32_t)) {
     held.assign(section.begin(), section.end());
     section = held;
   }
@@ -151,7 +151,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
       return reject(request, "process arrived twice at barrier " + std::to_string(id));
     episode.arrived[request.origin] = true;
     std::move(pushed.begin(), pushed.end(), std::back_inserter(episode.pushed));
-    if (!pushed.empty() && !held.empty()) episode.held.push_back(std::move(held));
+    if (!held.empty()) episode.held.push_back(std::move(held));
     episode.tokens[request.origin] = request.token();
     episode.times[request.origin] = std::move(time);
     episode.kind = kind;
