@@ -557,6 +557,19 @@ void ucx_transport::on_send_done(void* request, ucs_status_t code, void* user_da
   if (peer >= 0) worker.owner->ring(peer);
 }
 
+namespace {
+// An active message of the header and the parts in iov, with params.
+void* send_parts(ucp_ep_h ep, const wire_header& header, std::span<ucp_dt_iov_t> iov,
+                 std::size_t payload_length, ucp_request_param_t& params) {
+  if (iov.size() <= 1)  // one part: the contiguous datatype takes UCX's shortest path
+    return ucp_am_send_nbx(ep, am_id, &header, sizeof header,
+                           iov.empty() ? nullptr : iov[0].buffer, payload_length, &params);
+  params.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+  params.datatype = ucp_dt_make_iov();
+  return ucp_am_send_nbx(ep, am_id, &header, sizeof header, iov.data(), iov.size(), &params);
+}
+}  // namespace
+
 // Sends from the caller's memory and returns once UCX has read all of it:
 // the caller may reuse or free it then.  The receiver is rung while it is
 // behind, as for any send in flight to a request channel (progress).
@@ -569,22 +582,14 @@ status ucx_transport::post_direct(worker_state& worker, ucp_ep_h ep, int peer, c
   params.flags = UCP_AM_SEND_FLAG_EAGER;
   params.cb.send = &ucx_transport::on_direct_send_done;
   params.user_data = &worker;
-  void* request;
-  if (iov.size() <= 1) {
-    request = ucp_am_send_nbx(ep, am_id, &header, sizeof header,
-                              iov.empty() ? nullptr : iov[0].buffer, payload_length, &params);
-  } else {
-    params.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
-    params.datatype = ucp_dt_make_iov();
-    request = ucp_am_send_nbx(ep, am_id, &header, sizeof header, iov.data(), iov.size(), &params);
-  }
+  void* request = send_parts(ep, header, iov, payload_length, params);
   if (request == nullptr) return status::ok();
   if (UCS_PTR_IS_ERR(request)) return ucx_status("ucp_am_send_nbx", UCS_PTR_STATUS(request));
   ++worker.in_flight;
   ++worker.direct_in_flight;
   unsigned spins = 0;
   while (worker.direct_in_flight > 0) {
-    if (to == channel::request && doorbells()) ring(peer);
+    if (to == channel::request) ring(peer);
     progress(worker.which);
     if (job_.failed()) {
       // UCX reads the caller's memory until the send completes, and a
@@ -638,16 +643,7 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
       ucp_request_param_t params{};
       params.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | UCP_OP_ATTR_FIELD_FLAGS;
       params.flags = UCP_AM_SEND_FLAG_EAGER;
-      void* request;
-      if (count <= 1) {
-        // One part: the contiguous datatype takes UCX's shortest path.
-        request = ucp_am_send_nbx(*ep, am_id, &header, sizeof header,
-                                  count ? iov[0].buffer : nullptr, payload_length, &params);
-      } else {
-        params.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
-        params.datatype = ucp_dt_make_iov();
-        request = ucp_am_send_nbx(*ep, am_id, &header, sizeof header, iov, count, &params);
-      }
+      void* request = send_parts(*ep, header, {iov, count}, payload_length, params);
       if (request == nullptr) return status::ok();
       if (UCS_PTR_STATUS(request) != UCS_ERR_NO_RESOURCE)
         return ucx_status("ucp_am_send_nbx", UCS_PTR_STATUS(request));
