@@ -46,7 +46,9 @@ def main():
         "Measured %s on %s. Command: `scripts/bench_apps.py --repeat %d` "
         "(`scripts/run_apps.py --csv --mpi`): SOR 2000x1000 10 iterations, TSP 18 cities, Jacobi "
         "1022x1022 500 iterations, 3D FFT 32^3 6 iterations; seconds of the parallel section, "
-        "median of %d runs, every run checked against a sequential run. tmk runs over UCX "
+        "median of %d runs, every run checked against a sequential run. The runs of an "
+        "application go in rounds, each round one run of every process count of tmk and of MPI, "
+        "so that a spell of a slow machine weighs on them alike. tmk runs over UCX "
         "(shared memory) with its defaults; the MPI versions under Open MPI's defaults. Messages "
         "and kilobytes are what all processes sent (tmk: TMK_STATS; MPI: counted by the program)."
         % (datetime.date.today().isoformat(), machine_description(with_ucx=False),
