@@ -271,6 +271,7 @@ class node {
   void write_through_file(std::span<const std::uint32_t> pages,
                           std::span<std::byte* const> from);
   void mark_filled(std::span<const std::uint32_t> pages);
+  void allocate(std::span<const std::uint32_t> holes) const;
   void discard_pages(const std::vector<std::uint32_t>& pages);
   bool read_before(std::uint32_t page) const {
     return (read_bits_[page / 64] >> (page % 64)) & 1;

@@ -315,6 +315,19 @@ void node::populate(const std::vector<std::uint32_t>& pages) {
 #endif
 }
 
+// Makes the memfd's memory for holes (ascending) while a fetch's request
+// is out, one fallocate per run: the write through the file after the
+// reply then only copies.  Their contents stay zeros until then.
+void node::allocate(std::span<const std::uint32_t> holes) const {
+  for (std::size_t start = 0, i = 1; i <= holes.size(); ++i) {
+    if (i < holes.size() && holes[i] == holes[i - 1] + 1) continue;
+    auto page_size = static_cast<off_t>(page_size_);
+    fallocate(memfd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(holes[start]) * page_size,
+              static_cast<off_t>(holes[i - 1] - holes[start] + 1) * page_size);
+    start = i;
+  }
+}
+
 void node::mark_filled(std::span<const std::uint32_t> pages) {
   for (std::uint32_t page : pages) filled_bits_[page / 64] |= std::uint64_t{1} << (page % 64);
 }
@@ -379,8 +392,13 @@ void node::fetch_whole_pages(const std::vector<std::uint32_t>& pages,
   message_writer request(message_type::page_request);
   request.put_words(pages);
   std::string what = "fetching page " + std::to_string(pages.front()) + " from process 0";
+  std::vector<std::uint32_t> holes;
+  std::copy_if(pages.begin(), pages.end(), std::back_inserter(holes),
+               [&](std::uint32_t page) { return !filled(page); });
   lock.unlock();
-  staged.answer = await(send_request(0, request, what), what);
+  request_id asked = send_request(0, request, what);
+  allocate(holes);
+  staged.answer = await(asked, what);
   lock.lock();
   message_reader reader(staged.answer.bytes());
   if (reader.type() != message_type::page_reply) protocol_failure("malformed page reply");
@@ -429,6 +447,7 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
   std::vector<std::vector<wanted>> asks(nprocs_);
   std::vector<int> writers;
   std::vector<std::pair<int, wanted>> lacking;  // this page's, by writer
+  std::vector<std::uint32_t> holes;  // pages the diffs land on, not made here yet
   for (std::uint32_t page : pages) {
     lacking.clear();
     for (int writer = 0; writer < nprocs_; ++writer) {
@@ -439,6 +458,9 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
       if (newest <= done) continue;
       lacking.push_back({writer, {page, done, newest, false}});
     }
+    if (!lacking.empty() && !filled(page) &&
+        !std::binary_search(staged.pages.begin(), staged.pages.end(), page))
+      holes.push_back(page);
     for (auto& [writer, ask] : lacking) {
       if (asks[writer].empty()) writers.push_back(writer);
       ask.alone = lacking.size() == 1;
@@ -467,6 +489,7 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock
     ids.push_back(send_request(writer, request, what));
   }
   counters_.diff_requests.fetch_add(writers.size(), std::memory_order_relaxed);
+  allocate(holes);
   std::vector<reply_payload> replies(ids.size());
   await_all(ids, replies, what);
   lock.lock();
