@@ -11,7 +11,11 @@
  * memory into arrays indexed (x, y, z), of which each process owns a slab of
  * x planes.  A process transposes by reading the other processes' slabs into
  * its own, so every transpose is an all-to-all exchange after a barrier.
- * Checksum contributions are added under a lock.
+ * Each process keeps its checksum contributions in pages of its own, and
+ * process 0 adds them up at the end: nothing but barriers synchronises
+ * the iterations.  (Added under a lock instead, every iteration passed the
+ * lock through every process in turn: on 4 processes 150-170 us of an
+ * iteration of about 800, against 180 us of computation.)
  *
  * Layout: shared memory is kept coherent a page at a time, so each array
  * a(i, j, k) is stored in one block per process, block q holding the points
@@ -33,6 +37,7 @@
 
 #include <Tmk.h>
 
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -45,7 +50,6 @@
 #define ALPHA 1e-6      /* NAS FT's diffusion constant */
 #define CHECKSUM_POINTS 1024
 #define MAX_SIZE 256
-#define SUM_LOCK 0
 
 typedef struct {
   double re, im;
@@ -56,7 +60,7 @@ static dcomplex *u;          /* (z, y, x): the field */
 static dcomplex *spectrum;   /* (x, y, z): the forward transform, evolved each iteration */
 static dcomplex *work;       /* (x, y, z): this iteration's spectrum, z-transformed back */
 static double *twiddle;      /* (x, y, z): the evolution factor */
-static dcomplex *checksums;  /* one per iteration, summed under SUM_LOCK */
+static dcomplex *checksum_parts;  /* per process, one per iteration, in pages of its own */
 
 static int size = 32;
 static int iterations = 6;   /* as NAS FT */
@@ -338,6 +342,14 @@ static dcomplex *solve_sequentially(dcomplex *sums)
   return field;
 }
 
+/* Elements between two processes' checksum contributions: whole pages, so
+ * that no process writes a page another writes. */
+static size_t parts_stride(void)
+{
+  size_t per_page = Tmk_page_size / sizeof(dcomplex);
+  return ((size_t)iterations + per_page - 1) / per_page * per_page;
+}
+
 static double seconds_now(void)
 {
   struct timespec now;
@@ -387,16 +399,18 @@ int main(int argc, char **argv)
     spectrum = Tmk_malloc((unsigned)(points * sizeof *spectrum));
     work = Tmk_malloc((unsigned)(points * sizeof *work));
     twiddle = Tmk_malloc((unsigned)(points * sizeof *twiddle));
-    checksums = Tmk_malloc((unsigned)((size_t)iterations * sizeof *checksums));
-    if (u == NULL || spectrum == NULL || work == NULL || twiddle == NULL || checksums == NULL)
+    size_t parts_bytes = (size_t)Tmk_nprocs * parts_stride() * sizeof *checksum_parts;
+    if (parts_bytes > UINT_MAX)
+      Tmk_errexit("fft: %d iterations on %u processes need %zu bytes of checksums, more than "
+                  "one Tmk_malloc gives", iterations, Tmk_nprocs, parts_bytes);
+    checksum_parts = Tmk_malloc((unsigned)parts_bytes);
+    if (u == NULL || spectrum == NULL || work == NULL || twiddle == NULL || checksum_parts == NULL)
       Tmk_errexit("fft: cannot allocate the %d^3 arrays in shared memory", size);
-    for (int t = 0; t < iterations; t++)
-      checksums[t] = (dcomplex){0.0, 0.0};
     Tmk_distribute(&u, sizeof u);
     Tmk_distribute(&spectrum, sizeof spectrum);
     Tmk_distribute(&work, sizeof work);
     Tmk_distribute(&twiddle, sizeof twiddle);
-    Tmk_distribute(&checksums, sizeof checksums);
+    Tmk_distribute(&checksum_parts, sizeof checksum_parts);
   }
   Tmk_barrier(0);
 
@@ -426,11 +440,7 @@ int main(int argc, char **argv)
     Tmk_barrier(2);
     transpose(u, work, l, first, last);
     fft_xy(u, l, first, last, true);
-    dcomplex part = checksum_part(u, l, first, last);
-    Tmk_lock_acquire(SUM_LOCK);
-    checksums[t].re += part.re;
-    checksums[t].im += part.im;
-    Tmk_lock_release(SUM_LOCK);
+    checksum_parts[Tmk_proc_id * parts_stride() + (size_t)t] = checksum_part(u, l, first, last);
     Tmk_barrier(3);
   }
   double elapsed = seconds_now() - start;
@@ -458,6 +468,15 @@ int main(int argc, char **argv)
           mismatches++;
         }
       }
+  /* Each iteration's contributions, added in process order. */
+  dcomplex *checksums = calloc((size_t)iterations, sizeof *checksums);
+  if (checksums == NULL)
+    Tmk_errexit("fft: cannot allocate the checksums");
+  for (unsigned p = 0; p < Tmk_nprocs; p++)
+    for (int t = 0; t < iterations; t++) {
+      checksums[t].re += checksum_parts[p * parts_stride() + (size_t)t].re;
+      checksums[t].im += checksum_parts[p * parts_stride() + (size_t)t].im;
+    }
   int bad_sums = 0;
   for (int t = 0; t < iterations; t++) {
     double error = hypot(checksums[t].re - sums[t].re, checksums[t].im - sums[t].im);
@@ -480,5 +499,6 @@ int main(int argc, char **argv)
   printf("time: %.6f s\n", elapsed);
   free(expected);
   free(sums);
+  free(checksums);
   Tmk_exit(passed ? 0 : 1);
 }

@@ -367,8 +367,8 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reade
         // 7th, ... push (then every 64th) it is left protected instead,
         // so that its pushes stop if it is no longer read (FFT's process
         // 0 read the other half of u once, in the first transpose, and
-        // was pushed it, 300 kB, at every iteration after, unless the
-        // checksum lock came to it from the writer).  A copy still read
+        // was pushed it, 300 kB, at every iteration after, unless a lock
+        // grant from the writer came to it first).  A copy still read
         // costs a fault with no message then.
         mapped = false;
         entry.mapped_pushes = 0;

@@ -66,8 +66,8 @@ message_writer node::make_grant(std::uint32_t id, const vector_time& requester_t
   return grant;
 }
 
-// Under mutex_: data that migrates under a lock (FFT's checksums, a
-// work queue) is read by each acquirer in turn, and the grant's notices
+// Under mutex_: data that migrates under a lock (a shared sum, a work
+// queue) is read by each acquirer in turn, and the grant's notices
 // would invalidate the acquirer's copy: a fault, a round trip for the diff
 // and, on the machine of BENCHMARKS.md, an mprotect of 7-50 us each way.
 // The diffs of this process's pages that the acquirer has read lately (a
