@@ -3,7 +3,8 @@
 // Every process closes its interval and sends process 0 its vector time and
 // the intervals of its own that process 0 has not had from it; when all n
 // have arrived, process 0 answers each with the intervals it lacks.  Cost:
-// 2(n-1) messages plus one to itself.  Process 0's calling thread handles
+// 2(n-1) messages plus one to itself, and one from each writer to each
+// reader of the diffs it pushes (push_diffs).  Process 0's calling thread handles
 // the arrivals, in its own wait at the barrier: nobody can leave before it
 // arrives, and a request for its service thread would wake that thread
 // while process 0 computes, on a core some process needs (in SOR on 2
@@ -49,14 +50,23 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   sent[rank_] = barrier_sent_;
   if (!intervals_.encode(arrival, sent, time_)) protocol_failure("own interval missing");
   barrier_sent_ = time_[rank_];
-  if (kind == barrier_kind::user)
-    push_diffs(arrival);
-  else
-    arrival.put<std::uint32_t>(0);
+  direct_pushes direct;
+  if (kind == barrier_kind::user) {
+    push_diffs(arrival, direct);
+  } else {
+    arrival.put_words({});          // pushed to nobody directly
+    arrival.put<std::uint32_t>(0);  // nor through process 0
+  }
   std::string what = kind == barrier_kind::user ? std::string(call) + "(" + std::to_string(id) + ")"
                      : kind == barrier_kind::exit ? std::string(call)
                                                   : std::string(call) + "(garbage collection)";
   lock.unlock();
+  // Out of mutex_: a send of more than a segment waits for its reader to
+  // take it in, whose handler may need this process's service thread.
+  // Unrung: the reader needs them once its departure comes, and takes
+  // them in then if not before.
+  for (auto& [to, message] : direct)
+    send_one_way(to, message, what + ": pushing diffs to process " + std::to_string(to), false);
   own_arrival_ = arrival.bytes().data();
   request_id arrived = send_request(0, arrival, what, true);
   // A user barrier's departure into departure_, whose buffer the next one
@@ -73,12 +83,27 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   message_reader reader(answer.bytes());
   if (reader.type() != message_type::barrier_depart) protocol_failure(what + ": malformed departure");
   std::uint32_t collection = reader.take<std::uint32_t>();
-  std::vector<std::uint32_t> still_mapped;
-  if (!reader.ok() || !incorporate(reader, &still_mapped))
+  std::uint32_t pushed_here = reader.take<std::uint32_t>();
+  if (!reader.ok() || (kind != barrier_kind::user && pushed_here != 0))
     protocol_failure(what + ": malformed departure");
-  std::vector<std::vector<std::uint32_t>> unread = apply_pushed(reader, still_mapped, true);
+  // Only a user barrier's: a collection's barriers may run inside its wait,
+  // before its pushes are due.
+  std::vector<std::vector<std::byte>> direct_here;
+  if (kind == barrier_kind::user) {
+    await_pushes(pushed_here, lock, what);
+    std::erase_if(early_pushes_, [&](early_push& early) {
+      if (early.barrier != user_barriers_done_) return false;
+      direct_here.push_back(std::move(early.bytes));
+      return true;
+    });
+  }
+  std::vector<std::uint32_t> still_mapped;
+  if (!incorporate(reader, &still_mapped)) protocol_failure(what + ": malformed departure");
+  std::vector<std::vector<std::uint32_t>> unread =
+      apply_pushed(reader, still_mapped, true, direct_here);
   answer.reset();  // a lent buffer goes back now, not at the next barrier
   ++barriers_done_;
+  if (kind == barrier_kind::user) ++user_barriers_done_;
   lock.unlock();
   stop_pushes(unread);
   return collection;
@@ -96,6 +121,15 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
                  : kind == barrier_kind::collection_entry ? id == collection_entry_barrier
                  : kind == barrier_kind::collection_phase && id == collection_phase_barrier;
   if (!reader.ok() || rank_ != 0 || !id_fits || !intervals_decode(reader, nprocs_, npages_, records))
+    return reject(request, "malformed barrier arrival");
+  // The processes this one pushed diffs to itself: each is told, in its
+  // departure, how many such messages to wait for.
+  std::vector<std::uint32_t> direct;
+  if (!reader.get_words(direct, static_cast<std::size_t>(nprocs_)) ||
+      std::any_of(direct.begin(), direct.end(), [&](std::uint32_t to) {
+        return to == 0 || to >= static_cast<std::uint32_t>(nprocs_) ||
+               to == static_cast<std::uint32_t>(request.origin);
+      }))
     return reject(request, "malformed barrier arrival");
   // The pushes, the rest of the arrival: process 0's own are read where
   // they are; another's arrival is given back when this returns, and its
@@ -142,6 +176,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
       } else {
         slot = std::make_unique<barrier_episode>();
         slot->arrived.assign(nprocs_, false);
+        slot->direct.assign(nprocs_, 0);
         slot->tokens.resize(nprocs_);
         slot->times.resize(nprocs_);
       }
@@ -151,6 +186,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
       return reject(request, "process arrived twice at barrier " + std::to_string(id));
     episode.arrived[request.origin] = true;
     std::move(pushed.begin(), pushed.end(), std::back_inserter(episode.pushed));
+    for (std::uint32_t to : direct) ++episode.direct[to];
     if (!held.empty()) episode.held.push_back(std::move(held));
     episode.tokens[request.origin] = request.token();
     episode.times[request.origin] = std::move(time);
@@ -174,6 +210,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
       for (int process = 0; process < nprocs_; ++process) {
         message_writer departure(message_type::barrier_depart);
         departure.put<std::uint32_t>(collections_announced_);
+        departure.put<std::uint32_t>(episode.direct[process]);
         if (!intervals_.encode(departure, episode.times[process], newest))
           protocol_failure("barrier " + std::to_string(id) + ": an interval is missing");
         // The diffs of pages this process reads, from their writers.
@@ -204,6 +241,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
       episode.pushed.clear();
       episode.held.clear();
       std::fill(episode.arrived.begin(), episode.arrived.end(), false);
+      std::fill(episode.direct.begin(), episode.direct.end(), 0);
       episode.count = 0;
       episode.collect = false;
       spare_episode_ = std::move(slot);
@@ -231,8 +269,15 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
 // with the barrier to those readers, who then need not fault for them.
 // The application waits in the barrier, so each page is diffed and its
 // twin brought up to date in place: it stays writable, with no mprotect
-// now and no write fault later.
-void node::push_diffs(message_writer& arrival) {
+// now and no write fault later.  Process 0's own pushes go out with the
+// departures, as do another's to process 0, in its arrival; another's
+// pushes to other processes go to them directly (direct, to send once
+// mutex_ is let go), one message per reader, and the arrival names those
+// readers, whose departures say how many such messages to wait for.
+// Through process 0, every byte pushed crossed two messages and process 0
+// copied it twice: on 8 processes, Jacobi's process 0 relayed the boundary
+// rows of every pair of neighbours at every barrier.
+void node::push_diffs(message_writer& arrival, direct_pushes& direct) {
   // Only pages with readers are looked at, not every page twinned.  A
   // reader whose pushes lapsed is kept for as long again, so that a fault
   // on the page then buys it a longer span; a page whose readers are all
@@ -252,32 +297,110 @@ void node::push_diffs(message_writer& arrival) {
       pages.push_back(page);
   }
   subscribed_.resize(kept);
-  // Sealed first, so that the arrival is made the size of their diffs
+  // Sealed first, so that each message is made the size of its diffs
   // (each one's place in its page's list, which later seals may move).
-  std::vector<std::size_t> sealed;
-  sealed.reserve(pages.size());
-  std::size_t bytes = 0;
-  for (std::uint32_t page : pages) {
-    page_extra& entry = *extras_.find(page);
-    bytes += seal_in_place(page, entry).bytes.size() + 20 + 4 * static_cast<std::size_t>(nprocs_);
-    sealed.push_back(entry.diffs.size() - 1);
-  }
-  arrival.room_for(sizeof(std::uint32_t) + bytes);
-  arrival.put<std::uint32_t>(static_cast<std::uint32_t>(pages.size()));
-  std::vector<std::uint32_t> readers;
+  const bool relay = rank_ == 0;
+  std::vector<const sealed_diff*> sealed(pages.size());
+  std::vector<std::vector<std::uint32_t>> readers(pages.size());
+  std::vector<std::size_t> sealed_index(pages.size());
   for (std::size_t i = 0; i < pages.size(); ++i) {
-    std::uint32_t page = pages[i];
-    page_extra& entry = *extras_.find(page);
-    const sealed_diff& diff = entry.diffs[sealed[i]];
-    arrival.put<std::uint32_t>(page);
-    arrival.put<std::uint32_t>(diff.first);
-    arrival.put<std::uint32_t>(diff.last);
-    arrival.put_bytes(diff.bytes);
-    readers.clear();
+    page_extra& entry = *extras_.find(pages[i]);
+    seal_in_place(pages[i], entry);
+    sealed_index[i] = entry.diffs.size() - 1;
     for (const auto& reader : entry.readers)
-      if (active(reader)) readers.push_back(static_cast<std::uint32_t>(reader.process));
-    arrival.put_words(readers);
+      if (active(reader) && reader.process != rank_)
+        readers[i].push_back(static_cast<std::uint32_t>(reader.process));
   }
+  for (std::size_t i = 0; i < pages.size(); ++i)
+    sealed[i] = &extras_.find(pages[i])->diffs[sealed_index[i]];
+  constexpr std::size_t entry_bytes = 20;  // writer or page, first, last, length (and count)
+  std::vector<std::size_t> in_arrival;
+  std::size_t arrival_bytes = 2 * sizeof(std::uint32_t);
+  std::vector<std::vector<std::size_t>> to_reader(relay ? 0 : static_cast<std::size_t>(nprocs_));
+  for (std::size_t i = 0; i < pages.size(); ++i) {
+    bool to_zero = relay || std::find(readers[i].begin(), readers[i].end(), 0u) != readers[i].end();
+    if (to_zero) {
+      in_arrival.push_back(i);
+      arrival_bytes += sealed[i]->bytes.size() + entry_bytes + 4 * readers[i].size();
+    }
+    if (!relay)
+      for (std::uint32_t to : readers[i])
+        if (to != 0) to_reader[to].push_back(i);
+  }
+  std::vector<std::uint32_t> targets;
+  for (std::size_t to = 0; to < to_reader.size(); ++to)
+    if (!to_reader[to].empty()) targets.push_back(static_cast<std::uint32_t>(to));
+  arrival.room_for(4 * targets.size() + arrival_bytes);
+  arrival.put_words(targets);
+  arrival.put<std::uint32_t>(static_cast<std::uint32_t>(in_arrival.size()));
+  static constexpr std::uint32_t zero_alone[] = {0};
+  for (std::size_t i : in_arrival) {
+    arrival.put<std::uint32_t>(pages[i]);
+    arrival.put<std::uint32_t>(sealed[i]->first);
+    arrival.put<std::uint32_t>(sealed[i]->last);
+    arrival.put_bytes(sealed[i]->bytes);
+    arrival.put_words(relay ? std::span<const std::uint32_t>(readers[i])
+                            : std::span<const std::uint32_t>(zero_alone));
+  }
+  for (std::uint32_t to : targets) {
+    message_writer message(message_type::barrier_push);
+    std::size_t bytes = 2 * sizeof(std::uint32_t);
+    for (std::size_t i : to_reader[to]) bytes += sealed[i]->bytes.size() + entry_bytes;
+    message.room_for(bytes);
+    message.put<std::uint32_t>(user_barriers_done_);
+    message.put<std::uint32_t>(static_cast<std::uint32_t>(to_reader[to].size()));
+    for (std::size_t i : to_reader[to]) {
+      message.put<std::int32_t>(rank_);
+      message.put<std::uint32_t>(pages[i]);
+      message.put<std::uint32_t>(sealed[i]->first);
+      message.put<std::uint32_t>(sealed[i]->last);
+      message.put_bytes(sealed[i]->bytes);
+    }
+    direct.emplace_back(static_cast<int>(to), std::move(message));
+  }
+}
+
+// One way, at a reader: a writer's pushes of a barrier, sent here directly
+// (push_diffs).  Kept until this process passes that barrier; the wait for
+// them (await_pushes) ends with the last one expected.
+void node::handle_barrier_push(const incoming_request& request, message_reader& reader) {
+  std::uint32_t barrier = reader.take<std::uint32_t>();
+  if (!reader.ok() || rank_ == 0 || request.origin == 0 || request.origin == rank_)
+    protocol_failure("malformed barrier push from process " + std::to_string(request.origin));
+  std::span<const std::byte> rest = reader.rest();
+  std::lock_guard lock(mutex_);
+  if (barrier < user_barriers_done_)
+    protocol_failure("process " + std::to_string(request.origin) + " pushed diffs for barrier " +
+                     std::to_string(barrier) + ", passed here already");
+  early_pushes_.push_back({barrier, std::vector<std::byte>(rest.begin(), rest.end())});
+  if (push_wait_.active && push_wait_.barrier == barrier &&
+      pushes_received(barrier) >= push_wait_.expected) {
+    push_wait_.active = false;
+    reply_token waiter{rank_, push_wait_.slot};
+    replied(waiter, link_->reply(waiter, {}));
+  }
+}
+
+std::uint32_t node::pushes_received(std::uint32_t barrier) const {
+  return static_cast<std::uint32_t>(std::count_if(
+      early_pushes_.begin(), early_pushes_.end(),
+      [&](const early_push& early) { return early.barrier == barrier; }));
+}
+
+// Under mutex_ (lock), at a departure that says expected messages of
+// pushed diffs come straight from their writers: waits for those not here
+// yet.  They were sent before their writers arrived, so they are on their
+// way or taken in; a writer lost meanwhile ends the wait, and the job.
+void node::await_pushes(std::uint32_t expected, std::unique_lock<std::mutex>& lock,
+                        std::string_view what) {
+  if (pushes_received(user_barriers_done_) >= expected) return;
+  auto slot = link_->expect_reply_here();
+  if (!slot) job_.fatal(std::string(what) + ": " + slot.error().message());
+  push_wait_ = {true, user_barriers_done_, expected, *slot};
+  lock.unlock();
+  reply_payload done;
+  await_all({&*slot, 1}, {&done, 1}, std::string(what) + ", waiting for pushed diffs");
+  lock.lock();
 }
 
 // At a barrier departure or a lock grant, under mutex_, after its
@@ -296,10 +419,9 @@ void node::push_diffs(message_writer& arrival) {
 // locks alone).  A page invalid before stays protected, up to date.
 // Returns, per writer, the pages whose pushes this process no longer reads
 // (no entries when there are none).
-std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reader,
-                                                           std::vector<std::uint32_t>& still_mapped,
-                                                           bool keep_read_only) {
-  std::uint32_t count = reader.take<std::uint32_t>();
+std::vector<std::vector<std::uint32_t>> node::apply_pushed(
+    message_reader& reader, std::vector<std::uint32_t>& still_mapped, bool keep_read_only,
+    std::span<const std::vector<std::byte>> more) {
   struct arrived {
     std::int32_t writer;
     std::uint32_t page, first, last;
@@ -307,25 +429,34 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(message_reader& reade
     std::span<const std::byte> bytes;
   };
   std::vector<arrived> diffs;
-  for (std::uint32_t i = 0; i < count && reader.ok(); ++i) {
-    arrived diff{};
-    diff.writer = reader.take<std::int32_t>();
-    diff.page = reader.take<std::uint32_t>();
-    diff.first = reader.take<std::uint32_t>();
-    diff.last = reader.take<std::uint32_t>();
-    diff.bytes = reader.get_bytes();
-    if (!reader.ok() || diff.writer < 0 || diff.writer >= nprocs_ || diff.writer == rank_ ||
-        diff.page >= npages_ || diff.first == 0 || diff.first > diff.last ||
-        !diff_valid(diff.bytes, page_size_))
-      protocol_failure("malformed pushed diff in a barrier departure or lock grant");
-    // Pushed before a garbage collection that the departure came after:
-    // the copy here has those writes already, or was dropped.
-    if (diff.first <= intervals_.base(diff.writer)) continue;
-    const interval_record* record = intervals_.find(diff.writer, diff.first);
-    diff.order = record ? vector_time_sum(record->time) : 0;
-    diffs.push_back(diff);
+  auto take_section = [&](message_reader& section) {
+    std::uint32_t count = section.take<std::uint32_t>();
+    for (std::uint32_t i = 0; i < count && section.ok(); ++i) {
+      arrived diff{};
+      diff.writer = section.take<std::int32_t>();
+      diff.page = section.take<std::uint32_t>();
+      diff.first = section.take<std::uint32_t>();
+      diff.last = section.take<std::uint32_t>();
+      diff.bytes = section.get_bytes();
+      if (!section.ok() || diff.writer < 0 || diff.writer >= nprocs_ || diff.writer == rank_ ||
+          diff.page >= npages_ || diff.first == 0 || diff.first > diff.last ||
+          !diff_valid(diff.bytes, page_size_))
+        protocol_failure("malformed pushed diff in a barrier departure or lock grant");
+      // Pushed before a garbage collection that the departure came after:
+      // the copy here has those writes already, or was dropped.
+      if (diff.first <= intervals_.base(diff.writer)) continue;
+      const interval_record* record = intervals_.find(diff.writer, diff.first);
+      diff.order = record ? vector_time_sum(record->time) : 0;
+      diffs.push_back(diff);
+    }
+    if (!section.ok())
+      protocol_failure("malformed pushed diffs in a barrier departure or lock grant");
+  };
+  take_section(reader);
+  for (const auto& bytes : more) {
+    message_reader section(bytes);
+    take_section(section);
   }
-  if (!reader.ok()) protocol_failure("malformed pushed diffs in a barrier departure or lock grant");
   std::sort(diffs.begin(), diffs.end(), [](const arrived& a, const arrived& b) {
     if (a.page != b.page) return a.page < b.page;
     return a.order != b.order ? a.order < b.order : a.writer < b.writer;

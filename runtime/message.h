@@ -41,6 +41,7 @@ enum class message_type : std::uint8_t {
   collection_call,     // one way, from process 0: take part in garbage collection number N
   rejected,            // reply: the request was malformed or not allowed (reason)
   push_stop,           // one way, to a writer: stop pushing these pages' diffs to me
+  barrier_push,        // one way, to a reader at a barrier: the writer's diffs of its pages
 };
 
 // A diff request's flag for one page: the asker lacks no other writer's

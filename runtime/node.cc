@@ -249,8 +249,10 @@ void node::check_replies(const status& waited, std::span<reply_payload> replies,
     }
 }
 
-void node::send_one_way(int peer, const message_writer& message, std::string_view what) {
-  status sent = link_->send_one_way(peer, {message.bytes()});
+void node::send_one_way(int peer, const message_writer& message, std::string_view what,
+                        bool rung) {
+  status sent = rung ? link_->send_one_way(peer, {message.bytes()})
+                     : link_->send_one_way_unrung(peer, {message.bytes()});
   // From the application thread the send may still be in flight: finish
   // it, as nothing else may enter the substrate for a long time.
   if (sent && !transport::serving_requests()) sent = link_->flush();
@@ -311,6 +313,7 @@ void node::handle_request(const incoming_request& request) {
     case message_type::collection_request: return handle_collection_request(request, reader);
     case message_type::collection_call: return handle_collection_call(request, reader);
     case message_type::push_stop: return handle_push_stop(request, reader);
+    case message_type::barrier_push: return handle_barrier_push(request, reader);
     default:
       return reject(request, "unknown message type " + std::to_string(static_cast<int>(type)));
   }

@@ -236,7 +236,8 @@ class node {
   void await_synchronization(request_id id, std::string_view what, reply_payload& reply);
   void check_replies(const status& waited, std::span<reply_payload> replies,
                      std::string_view what);
-  void send_one_way(int peer, const message_writer& message, std::string_view what);
+  void send_one_way(int peer, const message_writer& message, std::string_view what,
+                    bool rung = true);
   void reply(const reply_token& to, const message_writer& message);
   // The same, the message's buffer given to a reply to this process itself.
   void reply(const reply_token& to, message_writer&& message);
@@ -339,13 +340,21 @@ class node {
   static constexpr std::uint32_t collection_phase_barrier = 0xffffffffu;
   void handle_barrier_arrival(const incoming_request& request, message_reader& reader);
   std::uint32_t barrier_round(std::uint32_t id, barrier_kind kind, const char* call);
-  void push_diffs(message_writer& arrival);
+  // The messages of pushed diffs this process sends its readers itself,
+  // at a barrier, by reader.
+  using direct_pushes = std::vector<std::pair<int, message_writer>>;
+  void push_diffs(message_writer& arrival, direct_pushes& direct);
+  void handle_barrier_push(const incoming_request& request, message_reader& reader);
+  std::uint32_t pushes_received(std::uint32_t barrier) const;
+  void await_pushes(std::uint32_t expected, std::unique_lock<std::mutex>& lock,
+                    std::string_view what);
   // Returns, per writer, the pages this process stops taking its pushes of.
   // keep_read_only: a read-only copy brought up to date stays mapped (at a
-  // barrier); otherwise only a writable one does (at a lock grant).
-  std::vector<std::vector<std::uint32_t>> apply_pushed(message_reader& reader,
-                                                       std::vector<std::uint32_t>& still_mapped,
-                                                       bool keep_read_only);
+  // barrier); otherwise only a writable one does (at a lock grant).  more:
+  // the pushes of this barrier that other processes sent here themselves.
+  std::vector<std::vector<std::uint32_t>> apply_pushed(
+      message_reader& reader, std::vector<std::uint32_t>& still_mapped, bool keep_read_only,
+      std::span<const std::vector<std::byte>> more = {});
   void stop_pushes(const std::vector<std::vector<std::uint32_t>>& unread);
   void handle_push_stop(const incoming_request& request, message_reader& reader);
   bool listed_between(int writer, std::uint32_t page, std::uint32_t after,
@@ -417,6 +426,9 @@ class node {
   interval_store intervals_;
   std::uint32_t barrier_sent_ = 0;  // own intervals already sent to process 0
   std::uint32_t barriers_done_ = 0;  // barriers passed (readers' subscriptions count them)
+  // User barriers passed: the same count at every process at each one
+  // (garbage collections' barriers may run inside a user barrier's wait).
+  std::uint32_t user_barriers_done_ = 0;
   // The application thread's last lock grant and user barrier departure,
   // emptied (reset) once read: the substrate fills a reply into the buffer
   // its slot was handed last, so a reply kept here saves the allocation a
@@ -457,6 +469,7 @@ class node {
 
   struct barrier_episode {
     std::vector<pushed_diff> pushed;
+    std::vector<std::uint32_t> direct;  // per process, the arrivals that pushed to it directly
     std::vector<std::vector<std::byte>> held;  // the pushes of other processes' arrivals
     std::vector<bool> arrived;
     std::vector<reply_token> tokens;
@@ -465,6 +478,22 @@ class node {
     bool collect = false;  // some arrival's consistency data passed the threshold
     barrier_kind kind = barrier_kind::user;
   };
+
+  // Pushed diffs that their writers sent here themselves (barrier_push),
+  // kept until the user barrier they come with, numbered as
+  // user_barriers_done_ counts it, is passed here; and the wait for the
+  // last of them.
+  struct early_push {
+    std::uint32_t barrier;
+    std::vector<std::byte> bytes;  // [count][diff]... as in a departure
+  };
+  std::vector<early_push> early_pushes_;
+  struct push_wait {
+    bool active = false;
+    std::uint32_t barrier = 0;
+    std::uint32_t expected = 0;
+    request_id slot = 0;
+  } push_wait_;
 
   std::unordered_map<std::uint32_t, std::unique_ptr<barrier_episode>> barriers_;
   std::unique_ptr<barrier_episode> spare_episode_;  // the last one finished, for the next

@@ -482,7 +482,7 @@ status transport::check_size(int peer, std::size_t payload_length) const {
 }
 
 status transport::send(channel from, int peer, channel to, message_kind kind, int origin,
-                       std::uint32_t sequence, parts payload) {
+                       std::uint32_t sequence, parts payload, bool rung) {
   std::size_t length = 0;
   for (const auto& part : payload) length += part.size();
   status checked = check_size(peer, length);
@@ -513,7 +513,7 @@ status transport::send(channel from, int peer, channel to, message_kind kind, in
   }
   causal_release();
   status sent = post(from, peer, to, header, payload, length);
-  if (sent && to == channel::request) {
+  if (sent && to == channel::request && rung) {
     if (deferrable)
       owe_ring(peer, sequence);
     else
@@ -724,6 +724,11 @@ result<request_id> transport::expect_reply_here() { return take_slot(); }
 status transport::send_one_way(int peer, parts payload) {
   channel from = serving_requests() ? channel::request : channel::reply;
   return send(from, peer, channel::request, message_kind::one_way, rank_, 0, payload);
+}
+
+status transport::send_one_way_unrung(int peer, parts payload) {
+  channel from = serving_requests() ? channel::request : channel::reply;
+  return send(from, peer, channel::request, message_kind::one_way, rank_, 0, payload, false);
 }
 
 status transport::reply(const reply_token& to, parts payload) {

@@ -232,6 +232,12 @@ class transport {
   result<request_id> expect_reply_here();
   // Either thread: a request that gets no reply.
   status send_one_way(int peer, parts payload);
+  // The same for a message its receiver needs only once it waits for it
+  // (a barrier's pushed diffs): no doorbell is rung, so that a receiver
+  // still computing is not interrupted; it takes the message in at its
+  // next look at its requests, its wait's if not before.  A message of
+  // more than one shared-memory segment rings while it goes out, as any.
+  status send_one_way_unrung(int peer, parts payload);
   // Calling thread: waits for the reply to id and hands its payload to
   // reply, lent where the backend lends (what reply held before is let go).
   // Ends with peer_lost if a process is lost meanwhile.
@@ -402,7 +408,7 @@ class transport {
   void give_back_lent(pending_reply& slot);
   status wait_until_done(std::span<const request_id> ids, bool interruptible = false);
   status send(channel from, int peer, channel to, message_kind kind, int origin,
-              std::uint32_t sequence, parts payload);
+              std::uint32_t sequence, parts payload, bool rung = true);
   // send() from the channel this thread owns now, finished before it
   // returns when that is the caller's channel.
   status send_and_finish(int peer, channel to, message_kind kind, int origin,
