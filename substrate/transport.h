@@ -235,8 +235,9 @@ class transport {
   // The same for a message its receiver needs only once it waits for it
   // (a barrier's pushed diffs): no doorbell is rung, so that a receiver
   // still computing is not interrupted; it takes the message in at its
-  // next look at its requests, its wait's if not before.  A message of
-  // more than one shared-memory segment rings while it goes out, as any.
+  // next look at its requests, its wait's if not before.  A message that
+  // cannot go out at once (more than a shared-memory segment, or no room
+  // yet in the receiver's ring) rings while it waits, as any send must.
   status send_one_way_unrung(int peer, parts payload);
   // Calling thread: waits for the reply to id and hands its payload to
   // reply, lent where the backend lends (what reply held before is let go).

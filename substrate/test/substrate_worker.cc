@@ -528,6 +528,58 @@ struct worker {
     }
   }
 
+  // One-way messages sent unrung (send_one_way_unrung), from process 0 to
+  // process 1: `count` in one segment while process 1 computes outside the
+  // substrate, its service thread asleep, then `count` of each size above
+  // a segment, then a query, rung, that process 1's service thread answers
+  // once it has counted them all: none is lost, and none waits for a ring.
+  // (Whether the small ones wake process 1 depends on the room UCX's
+  // shared-memory ring has: a message that cannot go out at once rings
+  // while it waits, as any send must.)
+  void unrung(int count) {
+    if (size == 1 || rank > 1) return;
+    const auto computing = std::chrono::milliseconds(150);
+    op_header echo{op_echo, 0, 0, 0};
+    if (rank == 1) {
+      await_count(echoes_served, 0, "waiting for process 0's echo");
+      auto start = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - start < computing)
+        if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "computing");
+      return;
+    }
+    wait(request(1, {as_bytes_of(echo)}, "echo"), "echo from process 1");
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));  // process 1 computes
+    std::uint64_t expected = 0;
+    int sent_count = 0;
+    auto send_some = [&](std::size_t length) {
+      std::vector<std::byte> body(length);
+      for (int i = 0; i < count; ++i, ++sent_count) {
+        std::uint64_t sum = 0;
+        for (std::size_t k = 0; k < length; ++k) {
+          body[k] = std::byte{pattern(static_cast<std::uint32_t>(sent_count), k)};
+          sum = sum * 31 + static_cast<std::uint8_t>(body[k]);
+        }
+        op_header header{op_count, 0, 0, static_cast<std::uint32_t>(sent_count)};
+        expected += sum ^ header.c;
+        status sent = link->send_one_way_unrung(1, {as_bytes_of(header), body});
+        if (sent) sent = link->flush();
+        if (!sent) the_job->fatal_lost(sent, "unrung send");
+      }
+    };
+    send_some(100);
+    std::this_thread::sleep_for(computing);
+    send_some(9000);
+    send_some(70000);
+    op_header header{op_query, sent_count, 0, 0};
+    auto reply = wait(request(1, {as_bytes_of(header)}, "unrung query"), "unrung query");
+    std::uint64_t words[2] = {0, 0};
+    if (reply.size() == sizeof words) memcpy(words, reply.data(), sizeof words);
+    if (words[0] != static_cast<std::uint64_t>(sent_count) || words[1] != expected)
+      fail("process 1 counted %llu unrung messages from me (checksum %s), expected %d",
+           static_cast<unsigned long long>(words[0]), words[1] == expected ? "ok" : "wrong",
+           sent_count);
+  }
+
   // Requests to the calling thread (send_request_to_caller), of a size
   // in one segment, above it and above the largest size class: process 0
   // tells the others to send theirs, computes outside the substrate for
@@ -743,6 +795,7 @@ int main(int argc, char** argv) {
   else if (scenario == "killed-streaming") self.killed_while_streaming();
   else if (scenario == "too-large") self.too_large();
   else if (scenario == "lent") self.lent_replies(20);
+  else if (scenario == "unrung") self.unrung(10);
   else self.the_job->fatal("unknown scenario " + scenario);
 
   int exit_status = self.the_job->finish(self.failures == 0 ? 0 : 1);

@@ -87,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(
 // or to send its caller a request.
 INSTANTIATE_TEST_SUITE_P(
     interrupt_peers, transport_scenario,
-    ::testing::Combine(::testing::Values("hand-back", "caller-requests", "just-left-wait"),
+    ::testing::Combine(::testing::Values("hand-back", "caller-requests", "just-left-wait", "unrung"),
                        ::testing::Values(2, 3, 4, 8),
                        ::testing::Values(0, 1, 2), ::testing::Values("interrupt")),
     scenario_name);
@@ -95,7 +95,7 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     armed, transport_scenario,
     ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted", "lent",
-                                         "hand-back", "caller-requests", "just-left-wait"),
+                                         "hand-back", "caller-requests", "just-left-wait", "unrung"),
                        ::testing::Values(2, 3, 8), ::testing::Values(3), ::testing::Values("interrupt")),
     scenario_name);
 
