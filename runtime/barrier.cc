@@ -297,6 +297,11 @@ void node::push_diffs(message_writer& arrival, direct_pushes& direct) {
       pages.push_back(page);
   }
   subscribed_.resize(kept);
+  if (pages.empty()) {
+    arrival.put_words({});
+    arrival.put<std::uint32_t>(0);
+    return;
+  }
   // Sealed first, so that each message is made the size of its diffs
   // (each one's place in its page's list, which later seals may move).
   const bool relay = rank_ == 0;
