@@ -317,29 +317,14 @@ struct worker {
       for (int peer = 0; peer < size; ++peer) {
         std::size_t length = static_cast<std::size_t>((i * 7 + peer) % 200);
         std::vector<std::byte> body(length);
-        std::uint64_t sum = 0;
-        for (std::size_t k = 0; k < length; ++k) {
-          body[k] = std::byte{pattern(static_cast<std::uint32_t>(i + peer), k)};
-          sum = sum * 31 + static_cast<std::uint8_t>(body[k]);
-        }
         op_header header{op_count, 0, 0, static_cast<std::uint32_t>(i)};
-        expected[peer] += sum ^ header.c;
+        expected[peer] += fill_pattern(body, static_cast<std::uint32_t>(i + peer)) ^ header.c;
         status sent = link->send_one_way(peer, {as_bytes_of(header), body});
         if (!sent) the_job->fatal("burst: " + sent.message());
       }
     status flushed = link->flush();
     if (!flushed) the_job->fatal_lost(flushed, "burst flush");
-    for (int peer = 0; peer < size; ++peer) {
-      op_header header{op_query, count, 0, 0};
-      auto reply = wait(request(peer, {as_bytes_of(header)}, "burst query"), "burst query");
-      std::uint64_t entry_words[2] = {0, 0};
-      if (reply.size() == sizeof entry_words) memcpy(entry_words, reply.data(), sizeof entry_words);
-      std::pair<std::uint64_t, std::uint64_t> entry{entry_words[0], entry_words[1]};
-      if (entry.first != static_cast<std::uint64_t>(count) || entry.second != expected[peer])
-        fail("process %d counted %llu messages from me (checksum %s), expected %d", peer,
-             static_cast<unsigned long long>(entry.first),
-             entry.second == expected[peer] ? "ok" : "wrong", count);
-    }
+    for (int peer = 0; peer < size; ++peer) check_counted(peer, count, expected[peer], "burst");
   }
 
   // A stream of large one-way messages to the next process, which drains
@@ -355,13 +340,8 @@ struct worker {
     std::uint64_t expected = 0;
     std::size_t heap_before = heap_bytes();
     for (int i = 0; i < count; ++i) {
-      std::uint64_t sum = 0;
-      for (std::size_t k = 0; k < length; ++k) {
-        body[k] = std::byte{pattern(static_cast<std::uint32_t>(i), k)};
-        sum = sum * 31 + static_cast<std::uint8_t>(body[k]);
-      }
       op_header header{op_count, 0, 0, static_cast<std::uint32_t>(i)};
-      expected += sum ^ header.c;
+      expected += fill_pattern(body, header.c) ^ header.c;
       status sent = link->send_one_way(peer, {as_bytes_of(header), body});
       if (!sent) the_job->fatal("stream: " + sent.message());
     }
@@ -374,13 +354,29 @@ struct worker {
            grown, count, length, bound);
     status flushed = link->flush();
     if (!flushed) the_job->fatal_lost(flushed, "stream flush");
+    check_counted(peer, count, expected, "streamed");
+  }
+
+  // Fills body with seed's pattern; returns its sum as op_count makes it.
+  static std::uint64_t fill_pattern(std::vector<std::byte>& body, std::uint32_t seed) {
+    std::uint64_t sum = 0;
+    for (std::size_t k = 0; k < body.size(); ++k) {
+      body[k] = std::byte{pattern(seed, k)};
+      sum = sum * 31 + static_cast<std::uint8_t>(body[k]);
+    }
+    return sum;
+  }
+
+  // Asks peer (op_query) for the count and checksum of the op_count
+  // messages from this process, once count have come, and checks them.
+  void check_counted(int peer, int count, std::uint64_t expected, const char* which) {
     op_header header{op_query, count, 0, 0};
-    auto reply = wait(request(peer, {as_bytes_of(header)}, "stream query"), "stream query");
+    auto reply = wait(request(peer, {as_bytes_of(header)}, "query"), std::string(which) + " query");
     std::uint64_t words[2] = {0, 0};
     if (reply.size() == sizeof words) memcpy(words, reply.data(), sizeof words);
     if (words[0] != static_cast<std::uint64_t>(count) || words[1] != expected)
-      fail("process %d counted %llu streamed messages from me (checksum %s), expected %d", peer,
-           static_cast<unsigned long long>(words[0]), words[1] == expected ? "ok" : "wrong",
+      fail("process %d counted %llu %s messages from me (checksum %s), expected %d", peer,
+           static_cast<unsigned long long>(words[0]), which, words[1] == expected ? "ok" : "wrong",
            count);
   }
 
@@ -554,13 +550,8 @@ struct worker {
     auto send_some = [&](std::size_t length) {
       std::vector<std::byte> body(length);
       for (int i = 0; i < count; ++i, ++sent_count) {
-        std::uint64_t sum = 0;
-        for (std::size_t k = 0; k < length; ++k) {
-          body[k] = std::byte{pattern(static_cast<std::uint32_t>(sent_count), k)};
-          sum = sum * 31 + static_cast<std::uint8_t>(body[k]);
-        }
         op_header header{op_count, 0, 0, static_cast<std::uint32_t>(sent_count)};
-        expected += sum ^ header.c;
+        expected += fill_pattern(body, header.c) ^ header.c;
         status sent = link->send_one_way_unrung(1, {as_bytes_of(header), body});
         if (sent) sent = link->flush();
         if (!sent) the_job->fatal_lost(sent, "unrung send");
@@ -570,14 +561,7 @@ struct worker {
     std::this_thread::sleep_for(computing);
     send_some(9000);
     send_some(70000);
-    op_header header{op_query, sent_count, 0, 0};
-    auto reply = wait(request(1, {as_bytes_of(header)}, "unrung query"), "unrung query");
-    std::uint64_t words[2] = {0, 0};
-    if (reply.size() == sizeof words) memcpy(words, reply.data(), sizeof words);
-    if (words[0] != static_cast<std::uint64_t>(sent_count) || words[1] != expected)
-      fail("process 1 counted %llu unrung messages from me (checksum %s), expected %d",
-           static_cast<unsigned long long>(words[0]), words[1] == expected ? "ok" : "wrong",
-           sent_count);
+    check_counted(1, sent_count, expected, "unrung");
   }
 
   // Requests to the calling thread (send_request_to_caller), of a size
