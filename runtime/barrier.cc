@@ -54,8 +54,7 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   if (kind == barrier_kind::user) {
     push_diffs(arrival, direct);
   } else {
-    arrival.put_words({});          // pushed to nobody directly
-    arrival.put<std::uint32_t>(0);  // nor through process 0
+    arrival.put_words({});  // pushed to nobody
   }
   std::string what = kind == barrier_kind::user ? std::string(call) + "(" + std::to_string(id) + ")"
                      : kind == barrier_kind::exit ? std::string(call)
@@ -67,7 +66,6 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   // them in then if not before.
   for (auto& [to, message] : direct)
     send_one_way(to, message, what + ": pushing diffs to process " + std::to_string(to), false);
-  own_arrival_ = arrival.bytes().data();
   request_id arrived = send_request(0, arrival, what, true);
   // A user barrier's departure into departure_, whose buffer the next one
   // reuses; a collection's own barriers (perhaps inside a user barrier's
@@ -78,7 +76,6 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
     await_synchronization(arrived, what, answer);
   else
     await_all({&arrived, 1}, {&answer, 1}, what);
-  own_arrival_ = nullptr;
   lock.lock();
   message_reader reader(answer.bytes());
   if (reader.type() != message_type::barrier_depart) protocol_failure(what + ": malformed departure");
@@ -99,8 +96,9 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   }
   std::vector<std::uint32_t> still_mapped;
   if (!incorporate(reader, &still_mapped)) protocol_failure(what + ": malformed departure");
+  if (!reader.ok() || reader.remaining() != 0) protocol_failure(what + ": malformed departure");
   std::vector<std::vector<std::uint32_t>> unread =
-      apply_pushed(reader, still_mapped, true, direct_here);
+      apply_pushed(nullptr, still_mapped, true, direct_here);
   answer.reset();  // a lent buffer goes back now, not at the next barrier
   ++barriers_done_;
   if (kind == barrier_kind::user) ++user_barriers_done_;
@@ -127,39 +125,11 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
   std::vector<std::uint32_t> direct;
   if (!reader.get_words(direct, static_cast<std::size_t>(nprocs_)) ||
       std::any_of(direct.begin(), direct.end(), [&](std::uint32_t to) {
-        return to == 0 || to >= static_cast<std::uint32_t>(nprocs_) ||
+        return to >= static_cast<std::uint32_t>(nprocs_) ||
                to == static_cast<std::uint32_t>(request.origin);
       }))
     return reject(request, "malformed barrier arrival");
-  // The pushes, the rest of the arrival: process 0's own are read where
-  // they are; another's arrival is given back when this returns, and its
-  // pushes, if it has any (more than their count), are kept in one copy.
-  std::vector<std::byte> held;
-  std::span<const std::byte> section = reader.rest();
-  if (request.payload.data() != own_arrival_ && section.size() > sizeof(std::uint32_t)) {
-    held.assign(section.begin(), section.end());
-    section = held;
-  }
-  message_reader pushes_reader(section);
-  std::vector<pushed_diff> pushed;
-  std::uint32_t pushes = pushes_reader.take<std::uint32_t>();
-  for (std::uint32_t i = 0; i < pushes && pushes_reader.ok(); ++i) {
-    pushed_diff diff;
-    diff.writer = request.origin;
-    diff.page = pushes_reader.take<std::uint32_t>();
-    diff.first = pushes_reader.take<std::uint32_t>();
-    diff.last = pushes_reader.take<std::uint32_t>();
-    diff.bytes = pushes_reader.get_bytes();
-    if (!pushes_reader.get_words(diff.readers, static_cast<std::size_t>(nprocs_)) ||
-        diff.page >= npages_ || diff.first == 0 || diff.first > diff.last ||
-        !diff_valid(diff.bytes, page_size_))
-      return reject(request, "malformed diff in a barrier arrival");
-    for (std::uint32_t to : diff.readers)
-      if (to >= static_cast<std::uint32_t>(nprocs_))
-        return reject(request, "malformed diff in a barrier arrival");
-    pushed.push_back(std::move(diff));
-  }
-  if (!pushes_reader.ok()) return reject(request, "malformed barrier arrival");
+  if (!reader.ok() || reader.remaining() != 0) return reject(request, "malformed barrier arrival");
 
   std::vector<std::pair<reply_token, message_writer>> departures;
   {
@@ -185,9 +155,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
     if (episode.arrived[request.origin])
       return reject(request, "process arrived twice at barrier " + std::to_string(id));
     episode.arrived[request.origin] = true;
-    std::move(pushed.begin(), pushed.end(), std::back_inserter(episode.pushed));
     for (std::uint32_t to : direct) ++episode.direct[to];
-    if (!held.empty()) episode.held.push_back(std::move(held));
     episode.tokens[request.origin] = request.token();
     episode.times[request.origin] = std::move(time);
     episode.kind = kind;
@@ -213,33 +181,9 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
         departure.put<std::uint32_t>(episode.direct[process]);
         if (!intervals_.encode(departure, episode.times[process], newest))
           protocol_failure("barrier " + std::to_string(id) + ": an interval is missing");
-        // The diffs of pages this process reads, from their writers.
-        auto reads = [&](const pushed_diff& diff) {
-          return std::find(diff.readers.begin(), diff.readers.end(),
-                           static_cast<std::uint32_t>(process)) != diff.readers.end();
-        };
-        std::size_t bytes = sizeof(std::uint32_t);
-        for (const auto& diff : episode.pushed)
-          if (reads(diff)) bytes += diff.bytes.size() + 20;
-        departure.room_for(bytes);
-        std::uint32_t count = 0;
-        std::size_t count_offset = departure.size();
-        departure.reserve(sizeof count);
-        for (const auto& diff : episode.pushed)
-          if (reads(diff)) {
-            departure.put<std::int32_t>(diff.writer);
-            departure.put<std::uint32_t>(diff.page);
-            departure.put<std::uint32_t>(diff.first);
-            departure.put<std::uint32_t>(diff.last);
-            departure.put_bytes(diff.bytes);
-            ++count;
-          }
-        memcpy(departure.buffer().data() + count_offset, &count, sizeof count);
         departures.emplace_back(episode.tokens[process], std::move(departure));
       }
       if (waits_for_program(kind)) barrier_waiting_ -= nprocs_;
-      episode.pushed.clear();
-      episode.held.clear();
       std::fill(episode.arrived.begin(), episode.arrived.end(), false);
       std::fill(episode.direct.begin(), episode.direct.end(), 0);
       episode.count = 0;
@@ -269,14 +213,13 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
 // with the barrier to those readers, who then need not fault for them.
 // The application waits in the barrier, so each page is diffed and its
 // twin brought up to date in place: it stays writable, with no mprotect
-// now and no write fault later.  Process 0's own pushes go out with the
-// departures, as do another's to process 0, in its arrival; another's
-// pushes to other processes go to them directly (direct, to send once
-// mutex_ is let go), one message per reader, and the arrival names those
-// readers, whose departures say how many such messages to wait for.
-// Through process 0, every byte pushed crossed two messages and process 0
-// copied it twice: on 8 processes, Jacobi's process 0 relayed the boundary
-// rows of every pair of neighbours at every barrier.
+// now and no write fault later.  Each reader gets its diffs in one message
+// of its own (direct, to send once mutex_ is let go), and the arrival names
+// those readers, whose departures say how many such messages to wait for.
+// Through process 0, in the arrival and out again in the departures, every
+// byte pushed crossed two messages and process 0 copied it twice: on 8
+// processes, Jacobi's process 0 relayed the boundary rows of every pair of
+// neighbours at every barrier.
 void node::push_diffs(message_writer& arrival, direct_pushes& direct) {
   // Only pages with readers are looked at, not every page twinned.  A
   // reader whose pushes lapsed is kept for as long again, so that a fault
@@ -299,58 +242,31 @@ void node::push_diffs(message_writer& arrival, direct_pushes& direct) {
   subscribed_.resize(kept);
   if (pages.empty()) {
     arrival.put_words({});
-    arrival.put<std::uint32_t>(0);
     return;
   }
   // Sealed first, so that each message is made the size of its diffs
   // (each one's place in its page's list, which later seals may move).
-  const bool relay = rank_ == 0;
-  std::vector<const sealed_diff*> sealed(pages.size());
-  std::vector<std::vector<std::uint32_t>> readers(pages.size());
   std::vector<std::size_t> sealed_index(pages.size());
+  std::vector<std::vector<std::size_t>> to_reader(static_cast<std::size_t>(nprocs_));
   for (std::size_t i = 0; i < pages.size(); ++i) {
     page_extra& entry = *extras_.find(pages[i]);
     seal_in_place(pages[i], entry);
     sealed_index[i] = entry.diffs.size() - 1;
     for (const auto& reader : entry.readers)
       if (active(reader) && reader.process != rank_)
-        readers[i].push_back(static_cast<std::uint32_t>(reader.process));
+        to_reader[static_cast<std::size_t>(reader.process)].push_back(i);
   }
+  std::vector<const sealed_diff*> sealed(pages.size());
   for (std::size_t i = 0; i < pages.size(); ++i)
     sealed[i] = &extras_.find(pages[i])->diffs[sealed_index[i]];
-  constexpr std::size_t entry_bytes = 20;  // writer or page, first, last, length (and count)
-  std::vector<std::size_t> in_arrival;
-  std::size_t arrival_bytes = 2 * sizeof(std::uint32_t);
-  std::vector<std::vector<std::size_t>> to_reader(relay ? 0 : static_cast<std::size_t>(nprocs_));
-  for (std::size_t i = 0; i < pages.size(); ++i) {
-    bool to_zero = relay || std::find(readers[i].begin(), readers[i].end(), 0u) != readers[i].end();
-    if (to_zero) {
-      in_arrival.push_back(i);
-      arrival_bytes += sealed[i]->bytes.size() + entry_bytes + 4 * readers[i].size();
-    }
-    if (!relay)
-      for (std::uint32_t to : readers[i])
-        if (to != 0) to_reader[to].push_back(i);
-  }
   std::vector<std::uint32_t> targets;
   for (std::size_t to = 0; to < to_reader.size(); ++to)
     if (!to_reader[to].empty()) targets.push_back(static_cast<std::uint32_t>(to));
-  arrival.room_for(4 * targets.size() + arrival_bytes);
   arrival.put_words(targets);
-  arrival.put<std::uint32_t>(static_cast<std::uint32_t>(in_arrival.size()));
-  static constexpr std::uint32_t zero_alone[] = {0};
-  for (std::size_t i : in_arrival) {
-    arrival.put<std::uint32_t>(pages[i]);
-    arrival.put<std::uint32_t>(sealed[i]->first);
-    arrival.put<std::uint32_t>(sealed[i]->last);
-    arrival.put_bytes(sealed[i]->bytes);
-    arrival.put_words(relay ? std::span<const std::uint32_t>(readers[i])
-                            : std::span<const std::uint32_t>(zero_alone));
-  }
   for (std::uint32_t to : targets) {
     message_writer message(message_type::barrier_push);
     std::size_t bytes = 2 * sizeof(std::uint32_t);
-    for (std::size_t i : to_reader[to]) bytes += sealed[i]->bytes.size() + entry_bytes;
+    for (std::size_t i : to_reader[to]) bytes += sealed[i]->bytes.size() + 20;
     message.room_for(bytes);
     message.put<std::uint32_t>(user_barriers_done_);
     message.put<std::uint32_t>(static_cast<std::uint32_t>(to_reader[to].size()));
@@ -370,7 +286,7 @@ void node::push_diffs(message_writer& arrival, direct_pushes& direct) {
 // them (await_pushes) ends with the last one expected.
 void node::handle_barrier_push(const incoming_request& request, message_reader& reader) {
   std::uint32_t barrier = reader.take<std::uint32_t>();
-  if (!reader.ok() || rank_ == 0 || request.origin == 0 || request.origin == rank_)
+  if (!reader.ok() || request.origin == rank_)
     protocol_failure("malformed barrier push from process " + std::to_string(request.origin));
   std::span<const std::byte> rest = reader.rest();
   std::lock_guard lock(mutex_);
@@ -425,7 +341,7 @@ void node::await_pushes(std::uint32_t expected, std::unique_lock<std::mutex>& lo
 // Returns, per writer, the pages whose pushes this process no longer reads
 // (no entries when there are none).
 std::vector<std::vector<std::uint32_t>> node::apply_pushed(
-    message_reader& reader, std::vector<std::uint32_t>& still_mapped, bool keep_read_only,
+    message_reader* reader, std::vector<std::uint32_t>& still_mapped, bool keep_read_only,
     std::span<const std::vector<std::byte>> more) {
   struct arrived {
     std::int32_t writer;
@@ -457,7 +373,7 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(
     if (!section.ok())
       protocol_failure("malformed pushed diffs in a barrier departure or lock grant");
   };
-  take_section(reader);
+  if (reader != nullptr) take_section(*reader);
   for (const auto& bytes : more) {
     message_reader section(bytes);
     take_section(section);

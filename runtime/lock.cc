@@ -164,7 +164,7 @@ void node::acquire(std::uint32_t id) {
   std::vector<std::uint32_t> still_mapped;
   if (!incorporate(reader, &still_mapped))
     protocol_failure(std::string(what) + ": malformed intervals in the grant");
-  std::vector<std::vector<std::uint32_t>> unread = apply_pushed(reader, still_mapped, false);
+  std::vector<std::vector<std::uint32_t>> unread = apply_pushed(&reader, still_mapped, false);
   answer.reset();  // a lent buffer goes back now, not at the next acquire
   state.waiting = false;
   state.token = true;

@@ -117,17 +117,6 @@ struct page_extra {
   std::vector<page_reader> readers;     // who reads this process's writes to it
 };
 
-// A diff carried by a barrier to the processes that read the page.  Its
-// bytes stay in the arrival: process 0's own, alive until its departure,
-// or the copy of another's that the barrier's episode holds.
-struct pushed_diff {
-  std::int32_t writer;
-  std::uint32_t page;
-  std::uint32_t first;
-  std::uint32_t last;
-  std::span<const std::byte> bytes;
-  std::vector<std::uint32_t> readers;
-};
 
 // Per-entry state for the entries that have any: a two-level table (lookup
 // is two indexes; a chunk of 2^chunk_bits entries is made on first use and
@@ -353,7 +342,7 @@ class node {
   // barrier); otherwise only a writable one does (at a lock grant).  more:
   // the pushes of this barrier that other processes sent here themselves.
   std::vector<std::vector<std::uint32_t>> apply_pushed(
-      message_reader& reader, std::vector<std::uint32_t>& still_mapped, bool keep_read_only,
+      message_reader* reader, std::vector<std::uint32_t>& still_mapped, bool keep_read_only,
       std::span<const std::vector<std::byte>> more = {});
   void stop_pushes(const std::vector<std::vector<std::uint32_t>>& unread);
   void handle_push_stop(const incoming_request& request, message_reader& reader);
@@ -468,9 +457,7 @@ class node {
   std::unordered_map<std::uint64_t, std::unique_ptr<cond_queue>> conds_;
 
   struct barrier_episode {
-    std::vector<pushed_diff> pushed;
-    std::vector<std::uint32_t> direct;  // per process, the arrivals that pushed to it directly
-    std::vector<std::vector<std::byte>> held;  // the pushes of other processes' arrivals
+    std::vector<std::uint32_t> direct;  // per process, the arrivals whose writers pushed to it
     std::vector<bool> arrived;
     std::vector<reply_token> tokens;
     std::vector<vector_time> times;
@@ -497,9 +484,6 @@ class node {
 
   std::unordered_map<std::uint32_t, std::unique_ptr<barrier_episode>> barriers_;
   std::unique_ptr<barrier_episode> spare_episode_;  // the last one finished, for the next
-  // Process 0's own arrival while it waits at a barrier (its calling thread
-  // handles it and every arrival): its pushed diffs are not copied.
-  const std::byte* own_arrival_ = nullptr;
   int barrier_waiting_ = 0;  // arrivals held at user and exit barriers, all ids (process 0)
 
   // Garbage collections, numbered from 1: the newest process 0 has called
