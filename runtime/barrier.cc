@@ -4,14 +4,14 @@
 // the intervals of its own that process 0 has not had from it; when all n
 // have arrived, process 0 answers each with the intervals it lacks.  Cost:
 // 2(n-1) messages plus one to itself, and one from each writer to each
-// reader of the diffs it pushes (push_diffs).  Process 0's calling thread handles
-// the arrivals, in its own wait at the barrier: nobody can leave before it
-// arrives, and a request for its service thread would wake that thread
-// while process 0 computes, on a core some process needs (in SOR on 2
-// processes, a barrier where that happened took 80-170 us instead of
-// 15-20).  Processes waiting at different
-// barrier ids would wait forever: when all n wait and no id has all of
-// them, the job stops with who waits where.
+// reader of the diffs it pushes (push_diffs).  Process 0's calling thread
+// handles the arrivals, in its own wait at the barrier: nobody can leave
+// before it arrives, and a request for its service thread would wake that
+// thread while process 0 computes, on a core some process needs (in SOR on
+// 2 processes, a barrier where that happened took 80-170 us instead of
+// 15-20).  Processes waiting at different barrier ids would wait forever:
+// when all n wait and no id has all of them, the job stops with who waits
+// where.
 //
 // Garbage collection (collection.cc) uses two barriers of its own, with ids
 // beyond every user id: an arrival's consistency data above the threshold
@@ -362,7 +362,7 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(
       if (!section.ok() || diff.writer < 0 || diff.writer >= nprocs_ || diff.writer == rank_ ||
           diff.page >= npages_ || diff.first == 0 || diff.first > diff.last ||
           !diff_valid(diff.bytes, page_size_))
-        protocol_failure("malformed pushed diff in a barrier departure or lock grant");
+        protocol_failure("malformed pushed diff in a barrier push or lock grant");
       // Pushed before a garbage collection that the departure came after:
       // the copy here has those writes already, or was dropped.
       if (diff.first <= intervals_.base(diff.writer)) continue;
@@ -371,7 +371,7 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(
       diffs.push_back(diff);
     }
     if (!section.ok())
-      protocol_failure("malformed pushed diffs in a barrier departure or lock grant");
+      protocol_failure("malformed pushed diffs in a barrier push or lock grant");
   };
   if (reader != nullptr) take_section(*reader);
   for (const auto& bytes : more) {
