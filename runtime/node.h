@@ -117,7 +117,6 @@ struct page_extra {
   std::vector<page_reader> readers;     // who reads this process's writes to it
 };
 
-
 // Per-entry state for the entries that have any: a two-level table (lookup
 // is two indexes; a chunk of 2^chunk_bits entries is made on first use and
 // never moved), so that a write notice or a lock lookup costs nanoseconds,
@@ -472,7 +471,7 @@ class node {
   // last of them.
   struct early_push {
     std::uint32_t barrier;
-    std::vector<std::byte> bytes;  // [count][diff]... as in a departure
+    std::vector<std::byte> bytes;  // [count][diff]... as in a lock grant
   };
   std::vector<early_push> early_pushes_;
   struct push_wait {

@@ -300,9 +300,9 @@ bool node::up_to_date(std::uint32_t page) {
 
 // Makes the memory of a batch of pages just opened for writing, in the
 // application's view, one system call per run instead of a fault per page
-// at the program's first touch.  Made through the runtime view instead (as
-// until the twins of such pages were read through the file), each page
-// still cost the program that fault: a first write to 1024 fresh pages on
+// at the program's first touch.  Made through the runtime view instead,
+// as before, each page still cost the program that fault: a first write
+// to 1024 fresh pages on
 // 2 processes took 5.25 us a page that way, 4.44 this way (medians of 8
 // alternated runs); the runtime view faults instead if it reads the page
 // later, to make a diff (the other process's read of those pages, 3.85
