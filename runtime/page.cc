@@ -302,12 +302,11 @@ bool node::up_to_date(std::uint32_t page) {
 // application's view, one system call per run instead of a fault per page
 // at the program's first touch.  Made through the runtime view instead,
 // as before, each page still cost the program that fault: a first write
-// to 1024 fresh pages on
-// 2 processes took 5.25 us a page that way, 4.44 this way (medians of 8
-// alternated runs); the runtime view faults instead if it reads the page
-// later, to make a diff (the other process's read of those pages, 3.85
-// against 3.95 us a page, within the noise).  Only an optimisation:
-// without MADV_POPULATE_WRITE the program's touches fault.
+// to 1024 fresh pages on 2 processes took 5.25 us a page that way, 4.44
+// this way (medians of 8 alternated runs); the runtime view faults instead
+// if it reads the page later, to make a diff (the other process's read of
+// those pages, 3.85 against 3.95 us a page, within the noise).  Only an
+// optimisation: without MADV_POPULATE_WRITE the program's touches fault.
 void node::populate(const std::vector<std::uint32_t>& pages) {
 #if defined(MADV_POPULATE_WRITE)
   std::size_t start = 0;
