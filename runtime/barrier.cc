@@ -294,7 +294,8 @@ void node::handle_barrier_push(const incoming_request& request, message_reader& 
     protocol_failure("process " + std::to_string(request.origin) + " pushed diffs for barrier " +
                      std::to_string(barrier) + ", passed here already");
   early_pushes_.push_back({barrier, std::vector<std::byte>(rest.begin(), rest.end())});
-  if (push_wait_.active && push_wait_.barrier == barrier &&
+  // A waiter waits for the pushes of the barrier it is at.
+  if (push_wait_.active && barrier == user_barriers_done_ &&
       pushes_received(barrier) >= push_wait_.expected) {
     push_wait_.active = false;
     reply_token waiter{rank_, push_wait_.slot};
@@ -317,7 +318,7 @@ void node::await_pushes(std::uint32_t expected, std::unique_lock<std::mutex>& lo
   if (pushes_received(user_barriers_done_) >= expected) return;
   auto slot = link_->expect_reply_here();
   if (!slot) job_.fatal(std::string(what) + ": " + slot.error().message());
-  push_wait_ = {true, user_barriers_done_, expected, *slot};
+  push_wait_ = {true, expected, *slot};
   lock.unlock();
   reply_payload done;
   await_all({&*slot, 1}, {&done, 1}, std::string(what) + ", waiting for pushed diffs");

@@ -474,9 +474,8 @@ class node {
     std::vector<std::byte> bytes;  // [count][diff]... as in a lock grant
   };
   std::vector<early_push> early_pushes_;
-  struct push_wait {
+  struct push_wait {  // at the user barrier user_barriers_done_ counts
     bool active = false;
-    std::uint32_t barrier = 0;
     std::uint32_t expected = 0;
     request_id slot = 0;
   } push_wait_;
