@@ -13,7 +13,7 @@ namespace {
 
 // Bit 15 of a run's count: the run carries byte masks.
 constexpr std::uint16_t masked_run = 0x8000;
-constexpr std::size_t max_run = 0x7fff;
+constexpr std::size_t max_run = diff_max_run;
 
 inline bool word_equal(const std::byte* a, const std::byte* b, std::size_t word) {
   std::uint32_t x, y;
@@ -39,13 +39,15 @@ inline unsigned word_nibble(const std::byte* twin, const std::byte* page) {
 // when all the block's bytes differ (its words need no byte masks: data
 // rewritten, the common case).  One call scans a whole page (so that the
 // function chosen for this CPU is called once, not once per block) and
-// returns whether any word differs.  Words past the last whole block of 64
-// are left to the caller.
-using scan_function = bool (*)(const std::byte*, const std::byte*, std::size_t blocks,
-                               std::uint64_t* changed, bool* every_byte);
+// returns whether any word differs.  The same pass copies b's blocks to
+// copy (a diff's first run, if it starts at word 0, finds its words there;
+// the stores cost next to nothing beside the loads and compares).  Words
+// past the last whole block of 64 are left to the caller.
+using scan_function = bool (*)(const std::byte* a, const std::byte* b, std::size_t blocks,
+                               std::uint64_t* changed, bool* every_byte, std::byte* copy);
 
 bool scan_portable(const std::byte* a, const std::byte* b, std::size_t blocks,
-                   std::uint64_t* changed, bool* every_byte) {
+                   std::uint64_t* changed, bool* every_byte, std::byte* copy) {
   std::uint64_t any = 0;
   for (std::size_t block = 0; block < blocks; ++block) {
     const std::byte* x = a + block * 64 * diff_word;
@@ -59,6 +61,7 @@ bool scan_portable(const std::byte* a, const std::byte* b, std::size_t blocks,
       auto same = static_cast<std::uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(p, q))));
       mask |= (~same & 0xf) << (4 * part);
       least = _mm_min_epu8(least, _mm_xor_si128(p, q));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(copy + block * 64 * diff_word + 16 * part), q);
     }
     every_byte[block] = _mm_movemask_epi8(_mm_cmpeq_epi8(least, _mm_setzero_si128())) == 0;
 #else
@@ -69,6 +72,7 @@ bool scan_portable(const std::byte* a, const std::byte* b, std::size_t blocks,
       all &= nibble;
     }
     every_byte[block] = all == 0xf;
+    memcpy(copy + block * 64 * diff_word, y, 64 * diff_word);
 #endif
     changed[block] = mask;
     any |= mask;
@@ -79,22 +83,26 @@ bool scan_portable(const std::byte* a, const std::byte* b, std::size_t blocks,
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) bool scan_avx2(const std::byte* a, const std::byte* b,
                                                std::size_t blocks, std::uint64_t* changed,
-                                               bool* every_byte) {
+                                               bool* every_byte, std::byte* copy) {
   std::uint64_t any = 0;
   for (std::size_t block = 0; block < blocks; ++block) {
     const std::byte* x = a + block * 64 * diff_word;
     const std::byte* y = b + block * 64 * diff_word;
+    std::byte* to = copy + block * 64 * diff_word;
     std::uint64_t same = 0;
-    __m256i least = _mm256_set1_epi8(-1);
+    __m256i least[2] = {_mm256_set1_epi8(-1), _mm256_set1_epi8(-1)};
+#pragma GCC unroll 8
     for (int part = 0; part < 8; ++part) {
       __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * part));
       __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * part));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + 32 * part), q);
       same |= static_cast<std::uint64_t>(
                   _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(p, q))))
               << (8 * part);
-      least = _mm256_min_epu8(least, _mm256_xor_si256(p, q));
+      least[part % 2] = _mm256_min_epu8(least[part % 2], _mm256_xor_si256(p, q));
     }
-    every_byte[block] = _mm256_movemask_epi8(_mm256_cmpeq_epi8(least, _mm256_setzero_si256())) == 0;
+    __m256i low = _mm256_min_epu8(least[0], least[1]);
+    every_byte[block] = _mm256_movemask_epi8(_mm256_cmpeq_epi8(low, _mm256_setzero_si256())) == 0;
     changed[block] = ~same;
     any |= ~same;
   }
@@ -105,19 +113,29 @@ __attribute__((target("avx512f,avx512bw"))) bool scan_avx512(const std::byte* a,
                                                              const std::byte* b,
                                                              std::size_t blocks,
                                                              std::uint64_t* changed,
-                                                             bool* every_byte) {
+                                                             bool* every_byte,
+                                                             std::byte* copy) {
   std::uint64_t any = 0;
   for (std::size_t block = 0; block < blocks; ++block) {
     const std::byte* x = a + block * 64 * diff_word;
     const std::byte* y = b + block * 64 * diff_word;
-    std::uint64_t mask = 0;
-    __m512i least = _mm512_set1_epi8(-1);
-    for (int part = 0; part < 4; ++part) {
-      __m512i p = _mm512_loadu_si512(x + 64 * part);
-      __m512i q = _mm512_loadu_si512(y + 64 * part);
-      mask |= static_cast<std::uint64_t>(_mm512_cmpneq_epi32_mask(p, q)) << (16 * part);
-      least = _mm512_min_epu8(least, _mm512_xor_si512(p, q));
-    }
+    std::byte* to = copy + block * 64 * diff_word;
+    __m512i q0 = _mm512_loadu_si512(y), q1 = _mm512_loadu_si512(y + 64),
+            q2 = _mm512_loadu_si512(y + 128), q3 = _mm512_loadu_si512(y + 192);
+    _mm512_storeu_si512(to, q0);
+    _mm512_storeu_si512(to + 64, q1);
+    _mm512_storeu_si512(to + 128, q2);
+    _mm512_storeu_si512(to + 192, q3);
+    __m512i d0 = _mm512_xor_si512(_mm512_loadu_si512(x), q0),
+            d1 = _mm512_xor_si512(_mm512_loadu_si512(x + 64), q1),
+            d2 = _mm512_xor_si512(_mm512_loadu_si512(x + 128), q2),
+            d3 = _mm512_xor_si512(_mm512_loadu_si512(x + 192), q3);
+    std::uint64_t mask = static_cast<std::uint64_t>(_mm512_test_epi32_mask(d0, d0)) |
+                         static_cast<std::uint64_t>(_mm512_test_epi32_mask(d1, d1)) << 16 |
+                         static_cast<std::uint64_t>(_mm512_test_epi32_mask(d2, d2)) << 32 |
+                         static_cast<std::uint64_t>(_mm512_test_epi32_mask(d3, d3)) << 48;
+    // The least byte of the four: not zero when every byte differs.
+    __m512i least = _mm512_min_epu8(_mm512_min_epu8(d0, d1), _mm512_min_epu8(d2, d3));
     every_byte[block] = _mm512_test_epi8_mask(least, least) == ~std::uint64_t{0};
     changed[block] = mask;
     any |= mask;
@@ -316,20 +334,24 @@ bool diff_select_code(diff_code code) {
 
 // One vectorised pass over both copies marks the changed words in a bit
 // mask, and the blocks of 64 words whose every byte changed (a page that
-// did not change costs only that pass); the runs are then read off the
-// mask, each found with a count of trailing zeros, and copied out.  A run
+// did not change costs only that pass), and copies the page behind the
+// first run's header; the runs are then read off the mask, each found with
+// a count of trailing zeros, and written out one after another.  A run
+// whose words already lie where the pass copied them (the first run, when
+// it starts at word 0: a page rewritten whole) is not copied again.  A run
 // that is not all in blocks changed in every byte gets its byte masks from
 // a second pass over its own words, and carries them if some word changed
 // in only some of its bytes, so that applying it leaves that word's other
 // bytes alone (another process may have written them: bytes are separate
 // objects in C).
 std::size_t diff_create(const std::byte* twin, const std::byte* page, std::size_t page_size,
-                        std::vector<std::byte>& out) {
+                        std::byte* out) {
   const std::size_t words = page_size / diff_word;
   const std::size_t blocks = words / 64;
   std::uint64_t masks[diff_max_page / diff_word / 64 + 1];
   bool every_byte[diff_max_page / diff_word / 64 + 1];
-  bool changed = scan_changes(twin, page, blocks, masks, every_byte);
+  std::byte* const copied = out + sizeof(diff_run_header);  // word w at copied + 4w
+  bool changed = scan_changes(twin, page, blocks, masks, every_byte, copied);
   if (words % 64 != 0) {
     std::uint64_t tail = 0;
     for (std::size_t word = blocks * 64; word < words; ++word)
@@ -353,19 +375,11 @@ std::size_t diff_create(const std::byte* twin, const std::byte* page, std::size_
     return std::min(words, block * 64 + static_cast<std::size_t>(__builtin_ctzll(bits)));
   };
 
-  const std::size_t start = out.size();
-  // Short runs gather in a scratch buffer (the worst case, masked runs of
-  // one word between unchanged ones, is under twice page_size) and are
-  // appended at the end; a long run goes straight to the output, after
-  // what gathered, so that its words are copied once.  Growing the output
-  // to the worst case first would clear memory only to overwrite it.
-  thread_local std::vector<std::byte> scratch;
   thread_local std::vector<std::uint8_t> nibbles;
-  if (scratch.size() < 2 * page_size + sizeof(diff_run_header)) {
-    scratch.resize(2 * page_size + sizeof(diff_run_header));
-    nibbles.resize(words / 2 + 8);
-  }
-  std::byte* at = scratch.data();
+  if (nibbles.size() < words / 2 + 8) nibbles.resize(words / 2 + 8);
+  // Runs are written in order, so everything written before a run lies
+  // below where its words go: words the pass copied there are intact.
+  std::byte* at = out;
   for (std::size_t first = next(0, true); first < words; first = next(first, true)) {
     std::size_t end = next(first, false);
     // A 15-bit count: a longer run is cut in pieces.
@@ -380,29 +394,28 @@ std::size_t diff_create(const std::byte* twin, const std::byte* page, std::size_
                               [](bool every) { return every; })) {
         masked = byte_masks(twin + first * diff_word, from, count, nibbles.data());
       }
-      std::size_t mask_bytes = masked ? (count + 1) / 2 : 0;
-      const auto* mask_data = reinterpret_cast<const std::byte*>(nibbles.data());
-      if (count >= 64) {
-        out.insert(out.end(), scratch.data(), at);
-        at = scratch.data();
-        std::size_t header_at = out.size();
-        out.resize(header_at + sizeof(diff_run_header));
-        put_header(out.data() + header_at, first, count, masked);
-        out.insert(out.end(), from, from + count * diff_word);
-        out.insert(out.end(), mask_data, mask_data + mask_bytes);
-      } else {
-        put_header(at, first, count, masked);
-        at += sizeof(diff_run_header);
+      put_header(at, first, count, masked);
+      at += sizeof(diff_run_header);
+      if (at != copied + first * diff_word || first + count > blocks * 64)
         copy_words(at, from, count);
-        at += count * diff_word;
-        memcpy(at, mask_data, mask_bytes);
-        at += mask_bytes;
+      at += count * diff_word;
+      if (masked) {
+        memcpy(at, nibbles.data(), (count + 1) / 2);
+        at += (count + 1) / 2;
       }
       first += count;
     }
   }
-  out.insert(out.end(), scratch.data(), at);
-  return out.size() - start;
+  return static_cast<std::size_t>(at - out);
+}
+
+std::size_t diff_create(const std::byte* twin, const std::byte* page, std::size_t page_size,
+                        std::vector<std::byte>& out) {
+  const std::size_t start = out.size();
+  out.resize(start + diff_max_bytes(page_size));
+  std::size_t size = diff_create(twin, page, page_size, out.data() + start);
+  out.resize(start + size);
+  return size;
 }
 
 bool diff_valid(std::span<const std::byte> diff, std::size_t page_size) {

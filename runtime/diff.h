@@ -23,13 +23,27 @@ inline constexpr std::size_t diff_word = 4;
 // The largest page a diff can describe (word offsets are 16 bits).
 inline constexpr std::size_t diff_max_page = 65536 * diff_word;
 
+// The most words in one run (a 15-bit count); a longer one is cut.
+inline constexpr std::size_t diff_max_run = 0x7fff;
+
 struct diff_run_header {
   std::uint16_t first_word;
   std::uint16_t word_count;
 };
 
-// Appends to out the diff that turns twin into page (both page_size bytes).
-// Returns the number of bytes appended (0: no word changed).
+// The most bytes the diff of a page of page_size bytes can take: single
+// words with byte masks between unchanged ones, 4.5 bytes a word.
+constexpr std::size_t diff_max_bytes(std::size_t page_size) {
+  return page_size + page_size / 8 +
+         sizeof(diff_run_header) * (page_size / diff_word / diff_max_run + 2);
+}
+
+// Writes to out, which has room for diff_max_bytes(page_size), the diff
+// that turns twin into page (both page_size bytes); returns its size (0:
+// no word changed).  Bytes of out past the diff may be written as well.
+std::size_t diff_create(const std::byte* twin, const std::byte* page, std::size_t page_size,
+                        std::byte* out);
+// The same, appended to out.
 std::size_t diff_create(const std::byte* twin, const std::byte* page, std::size_t page_size,
                         std::vector<std::byte>& out);
 

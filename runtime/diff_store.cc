@@ -4,7 +4,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "populated.h"
 
@@ -19,9 +18,8 @@ diff_store::~diff_store() {
   for (const chunk& each : chunks_) munmap(each.base, each.size);
 }
 
-std::optional<std::span<const std::byte>> diff_store::keep(std::span<const std::byte> bytes) {
-  if (bytes.empty()) return std::span<const std::byte>{};
-  std::size_t length = (bytes.size() + alignment - 1) & ~(alignment - 1);
+std::byte* diff_store::room(std::size_t most) {
+  std::size_t length = (most + alignment - 1) & ~(alignment - 1);
   // The first chunk from the current one on with room: after clear(), the
   // chunks mapped before are filled again in order.
   while (current_ < chunks_.size() && chunks_[current_].size - used_ < length) {
@@ -29,14 +27,17 @@ std::optional<std::span<const std::byte>> diff_store::keep(std::span<const std::
     used_ = 0;
   }
   if (current_ == chunks_.size()) {
-    if (!add_chunk(whole_huge_pages(std::max(chunk_bytes, length)))) return std::nullopt;
+    if (!add_chunk(whole_huge_pages(std::max(chunk_bytes, length)))) return nullptr;
     used_ = 0;
   }
+  return chunks_[current_].base + used_;
+}
+
+std::span<const std::byte> diff_store::keep_made(std::size_t size) {
   std::byte* at = chunks_[current_].base + used_;
-  memcpy(at, bytes.data(), bytes.size());
-  used_ += length;
-  kept_ += bytes.size();
-  return std::span<const std::byte>{at, bytes.size()};
+  used_ += (size + alignment - 1) & ~(alignment - 1);
+  kept_ += size;
+  return {at, size};
 }
 
 bool diff_store::prepare() { return !chunks_.empty() || add_chunk(chunk_bytes); }

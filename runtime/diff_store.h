@@ -12,7 +12,6 @@
 #pragma once
 
 #include <cstddef>
-#include <optional>
 #include <span>
 #include <vector>
 
@@ -27,9 +26,12 @@ class diff_store {
   diff_store& operator=(const diff_store&) = delete;
   ~diff_store();
 
-  // A copy of bytes that stays put until clear(); nothing if no memory
-  // could be mapped for it.
-  std::optional<std::span<const std::byte>> keep(std::span<const std::byte> bytes);
+  // Room for a diff of up to most bytes, made there in place (nullptr if
+  // no memory could be mapped for it).  keep_made(size) then keeps its
+  // first size bytes, which stay put until clear(), and leaves the rest of
+  // the room to the next diff.
+  std::byte* room(std::size_t most);
+  std::span<const std::byte> keep_made(std::size_t size);
   // Maps the first chunk now, if none is yet; false if it could not be.
   bool prepare();
   // Forgets every diff kept: the spans keep() returned must no longer be

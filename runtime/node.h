@@ -406,7 +406,6 @@ class node {
   std::size_t diff_bytes_ = 0;
   diff_store diffs_;                    // the bytes of every page_extra's diffs
   page_pool twins_;                     // the memory of every twin (populated.h)
-  std::vector<std::byte> diff_scratch_;  // where a diff is made before diffs_ keeps it
   std::vector<std::byte> snapshot_;      // a page copied while the application may write it
   std::vector<std::span<const std::byte>> merge_parts_;  // diffs of a page to merge for a reader
   std::vector<std::byte> merged_;                         // and their merge

@@ -226,12 +226,12 @@ void node::seal_while_writable(std::uint32_t page, page_extra& entry) {
 // labelled with the intervals it covers, kept for the processes that ask
 // for it.
 void node::record_diff(std::uint32_t page, page_extra& entry, const std::byte* contents) {
-  diff_scratch_.clear();
-  diff_create(entry.twin, contents != nullptr ? contents : runtime_page(page), page_size_,
-              diff_scratch_);
-  auto kept = diffs_.keep(diff_scratch_);
-  if (!kept) job_.fatal("out of memory for the diff of a page");
-  sealed_diff sealed{entry.twin_start, std::max(entry.twin_start, time_[rank_]), *kept};
+  std::byte* room = diffs_.room(diff_max_bytes(page_size_));
+  if (room == nullptr) job_.fatal("out of memory for the diff of a page");
+  std::size_t size = diff_create(entry.twin, contents != nullptr ? contents : runtime_page(page),
+                                 page_size_, room);
+  sealed_diff sealed{entry.twin_start, std::max(entry.twin_start, time_[rank_]),
+                     diffs_.keep_made(size)};
   diff_bytes_ += sealed.bytes.size() + sizeof sealed;
   entry.diffs.push_back(std::move(sealed));
   counters_.diffs_created.fetch_add(1, std::memory_order_relaxed);

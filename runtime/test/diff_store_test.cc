@@ -1,6 +1,7 @@
-// diff_store_test — the store hands back exact, stable copies of diffs of
-// every size across many chunks, and after clear() fills the chunks it
-// already has before it maps more.
+// diff_store_test — diffs made in the store's room stay exact and put,
+// of every size across many chunks; the room a diff does not use goes to
+// the next; after clear() the store fills the chunks it already has before
+// it maps more.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -19,18 +20,23 @@ struct kept_copy {
   std::span<const std::byte> kept;
 };
 
-// Keeps diffs of random sizes (a few bytes to a little over a page) until
-// `total` bytes are kept, then checks that every copy is still intact.
+// Keeps diffs of random sizes (a few bytes to a little over a page), each
+// made in room for the largest diff of a page, until `total` bytes are
+// kept, then checks that every one is still intact.
+constexpr std::size_t most = 4700;
+
 std::vector<kept_copy> fill(diff_store& store, std::mt19937& random, std::size_t total) {
   std::vector<kept_copy> copies;
   std::size_t kept = 0;
   while (kept < total) {
-    std::size_t size = 1 + random() % 4700;
+    std::size_t size = 1 + random() % most;
     kept_copy copy{test::random_bytes(random, size), {}};
-    auto stored = store.keep(copy.original);
-    EXPECT_TRUE(stored.has_value());
-    if (!stored) break;
-    copy.kept = *stored;
+    std::byte* room = store.room(most);
+    EXPECT_NE(nullptr, room);
+    if (room == nullptr) break;
+    memcpy(room, copy.original.data(), size);
+    copy.kept = store.keep_made(size);
+    EXPECT_EQ(room, copy.kept.data());
     kept += size;
     copies.push_back(std::move(copy));
   }
@@ -52,12 +58,19 @@ TEST(diff_store, copies_stay_exact_across_chunks) {
   EXPECT_EQ(3 * diff_store::chunk_bytes, store.bytes_mapped());
 }
 
-TEST(diff_store, an_empty_diff_takes_no_memory) {
+TEST(diff_store, the_room_a_diff_leaves_goes_to_the_next) {
   diff_store store;
-  auto kept = store.keep({});
-  ASSERT_TRUE(kept.has_value());
-  EXPECT_TRUE(kept->empty());
-  EXPECT_EQ(0u, store.bytes_mapped());
+  std::byte* first = store.room(most);
+  ASSERT_NE(nullptr, first);
+  EXPECT_TRUE(store.keep_made(0).empty());  // an empty diff takes nothing
+  EXPECT_EQ(first, store.room(most));
+  EXPECT_EQ(first, store.keep_made(13).data());
+  // Diffs are kept 8-byte aligned: runs are read a word at a time.
+  EXPECT_EQ(first + 16, store.room(most));
+  store.keep_made(8);
+  EXPECT_EQ(first + 24, store.room(most));
+  EXPECT_EQ(21u, store.bytes_kept());
+  EXPECT_EQ(diff_store::chunk_bytes, store.bytes_mapped());
 }
 
 TEST(diff_store, a_diff_larger_than_a_chunk_gets_one_of_its_own) {
@@ -65,11 +78,16 @@ TEST(diff_store, a_diff_larger_than_a_chunk_gets_one_of_its_own) {
   diff_store store;
   auto small = test::random_bytes(random, 100);
   auto large = test::random_bytes(random, diff_store::chunk_bytes + 12345);
-  auto small_kept = store.keep(small);
-  auto large_kept = store.keep(large);
-  ASSERT_TRUE(small_kept && large_kept);
-  EXPECT_EQ(0, memcmp(large.data(), large_kept->data(), large.size()));
-  EXPECT_EQ(0, memcmp(small.data(), small_kept->data(), small.size()));
+  std::byte* small_room = store.room(small.size());
+  ASSERT_NE(nullptr, small_room);
+  memcpy(small_room, small.data(), small.size());
+  auto small_kept = store.keep_made(small.size());
+  std::byte* large_room = store.room(large.size());
+  ASSERT_NE(nullptr, large_room);
+  memcpy(large_room, large.data(), large.size());
+  auto large_kept = store.keep_made(large.size());
+  EXPECT_EQ(0, memcmp(large.data(), large_kept.data(), large.size()));
+  EXPECT_EQ(0, memcmp(small.data(), small_kept.data(), small.size()));
   // The large one's chunk is whole huge pages: two.
   EXPECT_EQ(3 * diff_store::chunk_bytes, store.bytes_mapped());
 }
@@ -87,7 +105,7 @@ TEST(diff_store, after_clear_the_chunks_are_used_again) {
   }
 }
 
-TEST(diff_store, prepare_maps_the_first_chunk_that_keep_then_fills) {
+TEST(diff_store, prepare_maps_the_first_chunk_that_diffs_then_fill) {
   std::mt19937 random(4);
   diff_store store;
   EXPECT_EQ(0u, store.bytes_mapped());
