@@ -34,8 +34,8 @@ class diff_store {
   std::span<const std::byte> keep_made(std::size_t size);
   // Maps the first chunk now, if none is yet; false if it could not be.
   bool prepare();
-  // Forgets every diff kept: the spans keep() returned must no longer be
-  // used.  The chunks stay mapped for the next ones.
+  // Forgets every diff kept: the spans keep_made() returned must no longer
+  // be used.  The chunks stay mapped for the next ones.
   void clear();
   // Bytes of diffs kept since the last clear(), and bytes mapped.
   std::size_t bytes_kept() const { return kept_; }
