@@ -266,19 +266,21 @@ void node::push_diffs(message_writer& arrival, direct_pushes& direct) {
   for (std::uint32_t to : targets) {
     message_writer message(message_type::barrier_push);
     std::size_t bytes = 2 * sizeof(std::uint32_t);
-    for (std::size_t i : to_reader[to]) bytes += sealed[i]->bytes.size() + 20;
+    for (std::size_t i : to_reader[to]) bytes += sealed[i]->bytes.size() + pushed_entry_bytes;
     message.room_for(bytes);
     message.put<std::uint32_t>(user_barriers_done_);
     message.put<std::uint32_t>(static_cast<std::uint32_t>(to_reader[to].size()));
-    for (std::size_t i : to_reader[to]) {
-      message.put<std::int32_t>(rank_);
-      message.put<std::uint32_t>(pages[i]);
-      message.put<std::uint32_t>(sealed[i]->first);
-      message.put<std::uint32_t>(sealed[i]->last);
-      message.put_bytes(sealed[i]->bytes);
-    }
+    for (std::size_t i : to_reader[to]) put_pushed(message, pages[i], *sealed[i]);
     direct.emplace_back(static_cast<int>(to), std::move(message));
   }
+}
+
+void node::put_pushed(message_writer& message, std::uint32_t page, const sealed_diff& diff) const {
+  message.put<std::int32_t>(rank_);
+  message.put<std::uint32_t>(page);
+  message.put<std::uint32_t>(diff.first);
+  message.put<std::uint32_t>(diff.last);
+  message.put_bytes(diff.bytes);
 }
 
 // One way, at a reader: a writer's pushes of a barrier, sent here directly

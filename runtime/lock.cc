@@ -97,11 +97,7 @@ void node::push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t s
       budget -= bytes;
       for (const auto& diff : entry->diffs) {
         if (diff.last <= saw) continue;
-        grant.put<std::int32_t>(rank_);
-        grant.put<std::uint32_t>(page);
-        grant.put<std::uint32_t>(diff.first);
-        grant.put<std::uint32_t>(diff.last);
-        grant.put_bytes(diff.bytes);
+        put_pushed(grant, page, diff);
         ++count;
       }
     }

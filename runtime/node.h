@@ -336,6 +336,11 @@ class node {
   std::uint32_t pushes_received(std::uint32_t barrier) const;
   void await_pushes(std::uint32_t expected, std::unique_lock<std::mutex>& lock,
                     std::string_view what);
+  // Appends one pushed diff of this process's, as apply_pushed takes it:
+  // writer, page, first and last interval, the bytes (pushed_entry_bytes
+  // and the diff's own).
+  static constexpr std::size_t pushed_entry_bytes = 20;
+  void put_pushed(message_writer& message, std::uint32_t page, const sealed_diff& diff) const;
   // Returns, per writer, the pages this process stops taking its pushes of.
   // keep_read_only: a read-only copy brought up to date stays mapped (at a
   // barrier); otherwise only a writable one does (at a lock grant).  more:
