@@ -688,7 +688,12 @@ void node::handle_page_request(const incoming_request& request, message_reader& 
       if (page >= npages_) return reject(request, "page out of range");
     for (std::uint32_t page : pages) {
       page_extra* found = extras_.find(page);
-      if (found != nullptr && found->twin != nullptr && found->twin_start <= time_[rank_])
+      if (found == nullptr || found->twin == nullptr) continue;
+      // A page this process writes: the reader gets its next diffs with
+      // the barriers, as after a diff request (subscribe), instead of
+      // faulting for them once more first.
+      subscribe(page, request.origin, page == pages.front());
+      if (found->twin_start <= time_[rank_])
         seal_while_writable(page, *found);  // once for a page asked for twice
     }
     for (std::uint32_t page : pages) {

@@ -80,7 +80,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "conditions", "distribution", "allocation", "garbage",
                                          "garbage-locks", "garbage-exit", "stress", "traffic-counts",
                                          "boundary-rows", "notices-once", "fresh-zeros",
-                                         "twins-kept", "pushes-stop", "read-once", "whole-and-diffs",
+                                         "twins-kept", "pushes-stop", "read-once", "whole-then-pushed",
+                                         "whole-and-diffs",
                                          "merged-diffs", "lock-pushes", "lock-ids"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);

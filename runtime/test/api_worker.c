@@ -522,6 +522,41 @@ static void read_once(void) {
   finish("read-once");
 }
 
+/* A page a process reads for the first time comes whole from process 0,
+ * and if process 0 goes on rewriting it, its diffs then come with the
+ * barriers, as those of a page whose diffs were asked for do: process 0
+ * rewrites a block of 8 pages every round, and every other process reads
+ * the block after the barrier, fetching it whole in the first round and
+ * asking for no diff in the rounds after (had the page request not made
+ * it a reader, it would ask once more, in the second round). */
+static void whole_then_pushed(void) {
+  const int block_pages = 8, rounds = 6;
+  long block = (long)block_pages * PAGE_WORDS, i;
+  int round;
+  unsigned long fetched_before = 0, asked_before = 0;
+  allocate_page_aligned_ints(block);
+  for (round = 0; round < rounds; round++) {
+    if (Tmk_proc_id == 0)
+      for (i = 0; i < block; i++) shared_ints[i] = round * 100003 + (int)i;
+    Tmk_barrier(1);
+    if (round == 0) fetched_before = Tmk_stat.page_fetches;
+    if (round == 1) {
+      check((long)(Tmk_stat.page_fetches - fetched_before) == (Tmk_proc_id == 0 ? 0 : block_pages),
+            "pages fetched whole in the first round", (long)(Tmk_stat.page_fetches - fetched_before),
+            Tmk_proc_id == 0 ? 0 : block_pages);
+      asked_before = Tmk_stat.diff_requests;
+    }
+    if (Tmk_proc_id != 0)
+      for (i = 0; i < block; i++)
+        if (shared_ints[i] != round * 100003 + (int)i)
+          check(0, "a word of process 0's block", shared_ints[i], round * 100003 + (int)i);
+    Tmk_barrier(2);
+  }
+  check((long)(Tmk_stat.diff_requests - asked_before) == 0, "diff requests after the first round",
+        (long)(Tmk_stat.diff_requests - asked_before), 0);
+  finish("whole-then-pushed");
+}
+
 /* Pages first read by a process that never saw them, after others wrote
  * them: the last process reads three page-aligned blocks of 16 pages at the
  * end.  Process 0 wrote every word w of block A with w % n == 0, so A comes
@@ -1281,6 +1316,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "twins-kept") == 0) twins_kept();
   else if (strcmp(scenario, "pushes-stop") == 0) pushes_stop();
   else if (strcmp(scenario, "read-once") == 0) read_once();
+  else if (strcmp(scenario, "whole-then-pushed") == 0) whole_then_pushed();
   else if (strcmp(scenario, "conditions") == 0) conditions();
   else if (strcmp(scenario, "distribution") == 0) distribution();
   else if (strcmp(scenario, "allocation") == 0) allocation();
