@@ -45,11 +45,17 @@ void node::close_interval() {
       consistency_bytes() - diff_bytes_ > config_.gc_threshold / 2 ? 1 : twin_idle_closes;
   std::size_t kept = 0;
   std::vector<std::uint32_t> unwritten;
+  std::size_t spills_written = 0, spills_unwritten = 0;
   for (std::uint32_t page : twinned_) {
     page_extra* entry = extras_.find(page);
     if (entry == nullptr || entry->twin == nullptr) continue;
     if (entry->speculative) {
-      if (memcmp(entry->twin, runtime_page(page), page_size_) == 0) {
+      bool same = memcmp(entry->twin, runtime_page(page), page_size_) == 0;
+      if (entry->first_spill) {
+        ++(same ? spills_unwritten : spills_written);
+        entry->first_spill = false;
+      }
+      if (same) {
         if (++entry->idle_closes < idle_limit) {
           twinned_[kept++] = page;
           continue;
@@ -64,6 +70,7 @@ void node::close_interval() {
     twinned_[kept++] = page;
   }
   twinned_.resize(kept);
+  judge_first_spills(spills_written, spills_unwritten);
   protect_pages(unwritten, page_state::read_only);
   if (!twinned_sorted_) {
     // Sorted up to the pages twinned out of order since the last interval,

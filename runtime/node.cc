@@ -47,6 +47,7 @@ node::node(job& owner, std::unique_ptr<transport> link, const runtime_config& co
       npages_(static_cast<std::uint32_t>(config.shared_size / config.page_size)),
       notices_(owner.size(), nullptr),
       extras_(static_cast<std::uint32_t>(config.shared_size / config.page_size)),
+      first_write_reach_(config.prefetch_pages),
       twins_(config.page_size),
       time_(owner.size(), 0),
       intervals_(owner.size()) {}

@@ -106,6 +106,7 @@ struct page_extra {
   std::byte* twin = nullptr;
   std::uint32_t twin_start = 0;         // the interval the twin's first writes belong to
   bool speculative = false;             // twin equal to the page at the last close, maybe unwritten
+  bool first_spill = false;             // opened with another page's first write, not yet judged
   std::uint8_t idle_closes = 0;         // closes in a row that found a speculative twin unwritten
   bool pushed_unread = false;           // pushed diffs brought the copy up to date, left protected,
                                         // and it has not been read since
@@ -272,6 +273,8 @@ class node {
   bool noticed(std::uint32_t page) const { return (noticed_bits_[page / 64] >> (page % 64)) & 1; }
   writer_progress& progress_of(page_extra& page, int writer);
   void make_writable(std::uint32_t page);
+  std::uint32_t first_write_reach(std::uint32_t page);
+  void judge_first_spills(std::size_t written, std::size_t unwritten);
   const sealed_diff& seal_in_place(std::uint32_t page, page_extra& extra);
   void seal_while_writable(std::uint32_t page, page_extra& extra);
   void record_diff(std::uint32_t page, page_extra& extra, const std::byte* contents = nullptr);
@@ -407,6 +410,11 @@ class node {
   std::vector<std::uint32_t> twinned_;  // pages with a twin (maybe stale entries)
   std::vector<std::uint32_t> subscribed_;  // pages with readers (maybe stale entries)
   bool twinned_sorted_ = true;
+  // How far a first write to a page opens the never-written pages after
+  // it (make_writable); it adapts to how the program writes.
+  std::uint32_t first_write_reach_;
+  std::uint32_t last_first_write_ = 0;  // the page of the last first write
+  std::size_t first_spill_batches_ = 0;  // first writes that opened more pages, since the last close
   std::size_t twin_count_ = 0;
   std::size_t diff_bytes_ = 0;
   diff_store diffs_;                    // the bytes of every page_extra's diffs

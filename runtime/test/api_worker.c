@@ -557,6 +557,44 @@ static void whole_then_pushed(void) {
   finish("whole-then-pushed");
 }
 
+/* A first sweep that writes a few pages of every block opens only those:
+ * each process writes its own 2 pages of each 16-page block of a fresh
+ * array A, in order, then of a fresh array B after a barrier.  The close
+ * at that barrier finds most of the pages that A's first writes opened
+ * with them unwritten, so B's first writes open 2 pages at a time, and B
+ * costs exactly one twin a page written (opening 16 at each first write,
+ * as before, made 16 a block).  Every process then checks every word. */
+static int strided_value(int array, long word) { return (int)(word * 3 + array + 1); }
+
+static void strided_first_writes(void) {
+  const long blocks = 8, block_words = 16L * PAGE_WORDS, words = blocks * block_words;
+  const long mine = 2L * PAGE_WORDS * (long)Tmk_proc_id;
+  long block, word;
+  int array;
+  unsigned long twins_before = 0;
+  allocate_page_aligned_ints(2 * words);
+  for (array = 0; array < 2; array++) {
+    if (array == 1) twins_before = Tmk_stat.twins;
+    for (block = 0; block < blocks; block++)
+      for (word = mine; word < mine + 2L * PAGE_WORDS; word++) {
+        long at = array * words + block * block_words + word;
+        shared_ints[at] = strided_value(array, at);
+      }
+    Tmk_barrier(1);
+  }
+  long expected = Tmk_nprocs > 1 ? 2 * blocks : 0;
+  check((long)(Tmk_stat.twins - twins_before) == expected, "twins made by the sweep of B",
+        (long)(Tmk_stat.twins - twins_before), expected);
+  for (array = 0; array < 2; array++)
+    for (block = 0; block < blocks; block++)
+      for (word = 0; word < block_words; word++) {
+        long at = array * words + block * block_words + word;
+        int want = word < 2L * PAGE_WORDS * (long)Tmk_nprocs ? strided_value(array, at) : 0;
+        if (shared_ints[at] != want) check(0, array == 0 ? "a word of A" : "a word of B", shared_ints[at], want);
+      }
+  finish("strided-first-writes");
+}
+
 /* Pages first read by a process that never saw them, after others wrote
  * them: the last process reads three page-aligned blocks of 16 pages at the
  * end.  Process 0 wrote every word w of block A with w % n == 0, so A comes
@@ -1317,6 +1355,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "pushes-stop") == 0) pushes_stop();
   else if (strcmp(scenario, "read-once") == 0) read_once();
   else if (strcmp(scenario, "whole-then-pushed") == 0) whole_then_pushed();
+  else if (strcmp(scenario, "strided-first-writes") == 0) strided_first_writes();
   else if (strcmp(scenario, "conditions") == 0) conditions();
   else if (strcmp(scenario, "distribution") == 0) distribution();
   else if (strcmp(scenario, "allocation") == 0) allocation();
