@@ -205,8 +205,8 @@ void node::make_writable(std::uint32_t page) {
 // program wrote (judge_first_spills).  Between closes: a page before page
 // opened so and still unwritten (equal to its twin) shows a program that
 // writes a page here and there, not a sweep, and the reach drops to a
-// page; a first write to the page after the last one (each opened alone)
-// doubles it.  FFT on 8 processes writes 2 pages of each 16 in its first
+// page; one opened so and written, or a first write to the page after the
+// last one (each opened alone), shows a sweep and doubles it.  FFT on 8 processes writes 2 pages of each 16 in its first
 // sweeps (a process's rows of each block): opening 16 at each made every
 // process twin 464 pages where it wrote 57, each compared at closes and
 // protected again, and kept in the way of the pushes of the rows it reads
@@ -219,9 +219,10 @@ std::uint32_t node::first_write_reach(std::uint32_t page) {
     if (before != nullptr && before->twin != nullptr) {
       // The application's view of a page it may write is mapped already.
       const std::byte* contents = shared_base_ + static_cast<std::size_t>(page - 1) * page_size_;
-      if (before->first_spill && memcmp(before->twin, contents, page_size_) == 0)
+      bool unwritten = before->first_spill && memcmp(before->twin, contents, page_size_) == 0;
+      if (unwritten)
         first_write_reach_ = 1;
-      else if (last_first_write_ == page - 1)
+      else if (before->first_spill || last_first_write_ == page - 1)
         first_write_reach_ = std::min(config_.prefetch_pages, first_write_reach_ * 2);
     }
   }

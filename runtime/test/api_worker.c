@@ -557,22 +557,30 @@ static void whole_then_pushed(void) {
   finish("whole-then-pushed");
 }
 
-/* A first sweep that writes a few pages of every block opens only those:
- * each process writes its own 2 pages of each 16-page block of a fresh
- * array A, in order, then of a fresh array B after a barrier.  The close
- * at that barrier finds most of the pages that A's first writes opened
- * with them unwritten, so B's first writes open 2 pages at a time, and B
- * costs exactly one twin a page written (opening 16 at each first write,
- * as before, made 16 a block).  Every process then checks every word. */
+/* A first sweep that writes a few pages of every block opens only those,
+ * and one that writes every page in order opens many at a time: each
+ * process writes its own 2 pages of each 16-page block of a fresh array A,
+ * in order, then of a fresh array B after a barrier.  The close at that
+ * barrier finds most of the pages that A's first writes opened with them
+ * unwritten, so B's first writes open 2 pages at a time, and B costs
+ * exactly one twin a page written (opening 16 at each first write made 16
+ * a block).  Then each process writes every page of its own 32-page share
+ * of a fresh array C in order: the close after B found all the pages it
+ * opened so written, and each first write in C finds the page before it
+ * opened so and written, so the pages opened at a time go 4, 8, 16, 16:
+ * 4 write faults (opening 2 at a time, 16).  Every process then checks
+ * every word. */
 static int strided_value(int array, long word) { return (int)(word * 3 + array + 1); }
 
 static void strided_first_writes(void) {
   const long blocks = 8, block_words = 16L * PAGE_WORDS, words = blocks * block_words;
-  const long mine = 2L * PAGE_WORDS * (long)Tmk_proc_id;
+  const long share = 32L * PAGE_WORDS, nprocs = (long)Tmk_nprocs, me = (long)Tmk_proc_id;
+  const long mine = 2L * PAGE_WORDS * me;
   long block, word;
   int array;
-  unsigned long twins_before = 0;
-  allocate_page_aligned_ints(2 * words);
+  unsigned long twins_before = 0, faults_before = 0;
+  allocate_page_aligned_ints(2 * words + nprocs * share);
+  int *c = shared_ints + 2 * words;
   for (array = 0; array < 2; array++) {
     if (array == 1) twins_before = Tmk_stat.twins;
     for (block = 0; block < blocks; block++)
@@ -582,16 +590,23 @@ static void strided_first_writes(void) {
       }
     Tmk_barrier(1);
   }
-  long expected = Tmk_nprocs > 1 ? 2 * blocks : 0;
+  long expected = nprocs > 1 ? 2 * blocks : 0;
   check((long)(Tmk_stat.twins - twins_before) == expected, "twins made by the sweep of B",
         (long)(Tmk_stat.twins - twins_before), expected);
+  faults_before = Tmk_stat.write_faults;
+  for (word = me * share; word < (me + 1) * share; word++) c[word] = strided_value(2, word);
+  Tmk_barrier(1);
+  long faults = (long)(Tmk_stat.write_faults - faults_before);
+  check(faults == (nprocs > 1 ? 4 : 0), "write faults of the sweep of C", faults, nprocs > 1 ? 4 : 0);
   for (array = 0; array < 2; array++)
     for (block = 0; block < blocks; block++)
       for (word = 0; word < block_words; word++) {
         long at = array * words + block * block_words + word;
-        int want = word < 2L * PAGE_WORDS * (long)Tmk_nprocs ? strided_value(array, at) : 0;
+        int want = word < 2L * PAGE_WORDS * nprocs ? strided_value(array, at) : 0;
         if (shared_ints[at] != want) check(0, array == 0 ? "a word of A" : "a word of B", shared_ints[at], want);
       }
+  for (word = 0; word < nprocs * share; word++)
+    if (c[word] != strided_value(2, word)) check(0, "a word of C", c[word], strided_value(2, word));
   finish("strided-first-writes");
 }
 
