@@ -54,6 +54,10 @@ void node::close_interval() {
       if (entry->first_spill) {
         ++(same ? spills_unwritten : spills_written);
         entry->first_spill = false;
+        // Opened with another page's first write and never written: not a
+        // page this process writes, for the rules that ask (make_writable's
+        // batches, validate's edge of this process's data).
+        if (same) written_bits_[page / 64] &= ~(std::uint64_t{1} << (page % 64));
       }
       if (same) {
         if (++entry->idle_closes < idle_limit) {

@@ -300,10 +300,16 @@ void node::drop_twin(page_extra& entry) {
   --twin_count_;
 }
 
-// Makes page valid, and with it up to TMK_PREFETCH_PAGES-1 pages after it
-// in the same state (never seen, or invalid), whose fetches share the same
-// messages: programs read shared arrays in order, and a fault costs a round
-// trip, a page's diffs only their bytes.
+// Makes page valid, and with it the pages after it, within
+// TMK_PREFETCH_PAGES of it, in the same state (never seen, or invalid),
+// whose fetches share the same messages: programs read shared arrays in
+// order, and a fault costs a round trip, a page's diffs only their bytes.
+// Pages valid here already are passed over, not an end: FFT's process 1 on
+// 8 processes, reading its block of u (2 pages of each process's, its own
+// among them), faulted 4 times for it where once does; all processes
+// together sent 5.5 MB instead of 7.1 (fewer pages fetched one at a time
+// and pushed after), and a run took 9.6 ms instead of 11.5 (medians of 9,
+// alternated, with the change to written_bits_ in close_interval).
 void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool first_read) {
   page_state wanted = state_of(page);
   std::vector<std::uint32_t> batch{page};
@@ -323,11 +329,15 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
   // (FFT's process 0, reading its block of work so, fetched the next
   // process's block, which it does not read, 148 kB an iteration).
   bool local = wanted == page_state::invalid && up_to_date(page);
-  for (std::uint32_t next = page + 1;
-       next < npages_ && batch.size() < config_.prefetch_pages && state_of(next) == wanted &&
-       (wanted == page_state::unfetched || sweep || read_before(next)) && (!local || up_to_date(next));
-       ++next)
+  for (std::uint32_t next = page + 1; next < npages_ && next - page < config_.prefetch_pages;
+       ++next) {
+    page_state state = state_of(next);
+    if (state == page_state::read_only || state == page_state::read_write) continue;
+    if (state != wanted || !(wanted == page_state::unfetched || sweep || read_before(next)) ||
+        (local && !up_to_date(next)))
+      break;
     batch.push_back(next);
+  }
   staged_copies staged;
   if (wanted == page_state::unfetched) {
     // A page no interval of another process has listed was never written

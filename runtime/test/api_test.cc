@@ -81,7 +81,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "garbage-locks", "garbage-exit", "stress", "traffic-counts",
                                          "boundary-rows", "notices-once", "fresh-zeros",
                                          "twins-kept", "pushes-stop", "read-once", "whole-then-pushed",
-                                         "whole-and-diffs", "strided-first-writes",
+                                         "whole-and-diffs", "strided-first-writes", "read-past-own",
                                          "merged-diffs", "lock-pushes", "lock-ids"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);

@@ -610,6 +610,54 @@ static void strided_first_writes(void) {
   finish("strided-first-writes");
 }
 
+/* A read fault fetches the pages after the faulting one that it needs
+ * together, passing over those valid here, and a page that a first write
+ * opened but the program did not write is not taken for this process's
+ * own.  In a page-aligned block of 16, process 0 writes pages 2 and 3
+ * (its first write opens the rest of the block with them), process 1 all
+ * the others.  Process 0 then reads pages 5 to 15, the first time it
+ * reads any of them: one request to process 1, as none is at the edge of
+ * what process 0 writes (counted as written, pages 4 to 14 made every one
+ * of them such an edge, and a request each).  Then it reads the whole
+ * block: one request more, for 0, 1 and 4, past its own 2 and 3 and the
+ * pages it has (stopping at its own, it asked for 0 and 1, then 4).  Every
+ * process checks every word. */
+static int past_own_value(long word) { return (int)(word * 5 + 3); }
+
+static void read_past_own(void) {
+  const long pages = 16, words = pages * PAGE_WORDS;
+  long word, page;
+  unsigned long asked_before;
+  allocate_page_aligned_ints(words);
+  for (word = 0; word < words; word++) {
+    page = word / PAGE_WORDS;
+    if ((Tmk_proc_id == 0 && (page == 2 || page == 3)) ||
+        (Tmk_proc_id == 1 && page != 2 && page != 3))
+      shared_ints[word] = past_own_value(word);
+  }
+  Tmk_barrier(1);
+  asked_before = Tmk_stat.diff_requests;
+  if (Tmk_proc_id == 0)
+    for (word = 5 * PAGE_WORDS; word < words; word++) {
+      int want = Tmk_nprocs > 1 ? past_own_value(word) : 0;
+      if (shared_ints[word] != want) check(0, "a word of pages 5 to 15", shared_ints[word], want);
+    }
+  Tmk_barrier(2);
+  if (Tmk_proc_id == 0 && Tmk_nprocs > 1)
+    check((long)(Tmk_stat.diff_requests - asked_before) == 1, "requests for pages 5 to 15",
+          (long)(Tmk_stat.diff_requests - asked_before), 1);
+  asked_before = Tmk_stat.diff_requests;
+  for (word = 0; word < words; word++) {
+    int want = Tmk_nprocs > 1 || word / PAGE_WORDS == 2 || word / PAGE_WORDS == 3 ? past_own_value(word) : 0;
+    if (shared_ints[word] != want) check(0, "a word of the block", shared_ints[word], want);
+  }
+  Tmk_barrier(3);
+  if (Tmk_proc_id == 0 && Tmk_nprocs > 1)
+    check((long)(Tmk_stat.diff_requests - asked_before) == 1, "requests for the rest of the block",
+          (long)(Tmk_stat.diff_requests - asked_before), 1);
+  finish("read-past-own");
+}
+
 /* Pages first read by a process that never saw them, after others wrote
  * them: the last process reads three page-aligned blocks of 16 pages at the
  * end.  Process 0 wrote every word w of block A with w % n == 0, so A comes
@@ -1371,6 +1419,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "read-once") == 0) read_once();
   else if (strcmp(scenario, "whole-then-pushed") == 0) whole_then_pushed();
   else if (strcmp(scenario, "strided-first-writes") == 0) strided_first_writes();
+  else if (strcmp(scenario, "read-past-own") == 0) read_past_own();
   else if (strcmp(scenario, "conditions") == 0) conditions();
   else if (strcmp(scenario, "distribution") == 0) distribution();
   else if (strcmp(scenario, "allocation") == 0) allocation();
