@@ -289,7 +289,8 @@ class node {
   };
   void fetch_whole_pages(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock,
                          staged_copies& staged);
-  void fetch_diffs(const std::vector<std::uint32_t>& pages, std::unique_lock<std::mutex>& lock,
+  void fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t faulted,
+                   std::unique_lock<std::mutex>& lock,
                    staged_copies staged = {});
   void handle_diff_request(const incoming_request& request, message_reader& reader);
   void subscribe(std::uint32_t page, int process, bool faulted);

@@ -82,6 +82,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "boundary-rows", "notices-once", "fresh-zeros",
                                          "twins-kept", "pushes-stop", "read-once", "whole-then-pushed",
                                          "whole-and-diffs", "strided-first-writes", "read-past-own",
+                                         "read-passed-over",
                                          "merged-diffs", "lock-pushes", "lock-ids"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
