@@ -342,8 +342,9 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
   // plane, then the second) also takes the invalid pages it passed over
   // just before the faulting one, which it comes back to: process 0 on 2
   // processes faulted 4 times for its block of u, the second page of the
-  // other's first plane alone, now 3 (the first transpose 795 -> 668 us,
-  // medians of 13, alternated).  Not pages never seen: a page validated as
+  // other's first plane alone, now 3 (the first transpose 795 -> 668 us
+  // and 845 -> 809, medians of 13 and 15, alternated).  Not pages never
+  // seen: a page validated as
   // zeros before its writer's notice comes (all those before the first one
   // written) turns invalid, and the next fault finds them in two states.
   if (sweep && wanted == page_state::invalid) {
