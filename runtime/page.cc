@@ -344,9 +344,9 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
   // processes faulted 4 times for its block of u, the second page of the
   // other's first plane alone, now 3 (the first transpose 795 -> 668 us
   // and 845 -> 809, medians of 13 and 15, alternated).  Not pages never
-  // seen: a page validated as
-  // zeros before its writer's notice comes (all those before the first one
-  // written) turns invalid, and the next fault finds them in two states.
+  // seen: a page validated as zeros before its writer's notice comes (all
+  // those before the first one written) turns invalid, and the next fault
+  // finds them in two states.
   if (sweep && wanted == page_state::invalid) {
     std::vector<std::uint32_t> passed;
     for (std::uint32_t prev = page; prev-- > 0 && page - prev < config_.prefetch_pages;) {
