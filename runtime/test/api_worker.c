@@ -662,29 +662,34 @@ static void read_past_own(void) {
 }
 
 /* A read fault in a sweep also takes the invalid pages just before it that
- * the sweep passed over: process 0 writes page 0 of a page-aligned block,
- * process 1 pages 1 to 32.  Process 0 reads a word of page 1, then of page
- * 3, then of 2 and of every page up to 32.  Page 1, next to its own page,
- * comes alone (a neighbour's edge); the fault on 3 brings 2 with it and
- * the 15 pages after 3; the fault on 19 the rest: 3 requests (without
- * looking back, page 2 came alone: 4).  Every process checks every word. */
+ * the sweep passed over, back to a page it read, and no further: process
+ * 0 writes pages 0 and 33 of a page-aligned block, process 1 pages 1 to 32
+ * and 34 to 56.  Process 0 reads a word of page 1, then of page 3, then of
+ * 2 and of every page up to 32.  Page 1, next to its own page, comes alone
+ * (a neighbour's edge); the fault on 3 brings 2 with it and the 15 pages
+ * after 3; the fault on 19 the rest, and 34 with them: 3 requests
+ * (without looking back, page 2 came alone: 4).  Then it reads pages 45 to
+ * 56: the fault on 45 brings those 12 pages and not 35 to 44, which follow
+ * no page it read (taken, they made 22 diffs applied).  Every process
+ * checks every word. */
 static int passed_over_value(long word) { return (int)(word * 11 + 7); }
 
 static void read_passed_over(void) {
-  const long pages = 33, words = pages * PAGE_WORDS;
+  const long pages = 57, words = pages * PAGE_WORDS;
   long word, page;
-  unsigned long asked_before;
+  unsigned long asked_before, applied_before;
   allocate_page_aligned_ints(words);
   for (word = 0; word < words; word++) {
     page = word / PAGE_WORDS;
-    if ((Tmk_proc_id == 0 && page == 0) || (Tmk_proc_id == 1 && page > 0))
+    if ((Tmk_proc_id == 0 && (page == 0 || page == 33)) ||
+        (Tmk_proc_id == 1 && page != 0 && page != 33))
       shared_ints[word] = passed_over_value(word);
   }
   Tmk_barrier(1);
   asked_before = Tmk_stat.diff_requests;
   if (Tmk_proc_id == 0) {
     static const long order[] = {1, 3, 2};
-    for (page = 0; page < pages - 1; page++) {
+    for (page = 0; page < 32; page++) {
       long at = (page < 3 ? order[page] : page + 1) * PAGE_WORDS;
       int want = Tmk_nprocs > 1 ? passed_over_value(at) : 0;
       if (shared_ints[at] != want) check(0, "the first word of a page", shared_ints[at], want);
@@ -694,8 +699,19 @@ static void read_passed_over(void) {
   if (Tmk_proc_id == 0 && Tmk_nprocs > 1)
     check((long)(Tmk_stat.diff_requests - asked_before) == 3, "requests for pages 1 to 32",
           (long)(Tmk_stat.diff_requests - asked_before), 3);
+  applied_before = Tmk_stat.diffs_applied;
+  if (Tmk_proc_id == 0)
+    for (word = 45 * PAGE_WORDS; word < words; word++) {
+      int want = Tmk_nprocs > 1 ? passed_over_value(word) : 0;
+      if (shared_ints[word] != want) check(0, "a word of pages 45 to 56", shared_ints[word], want);
+    }
+  Tmk_barrier(3);
+  if (Tmk_proc_id == 0 && Tmk_nprocs > 1)
+    check((long)(Tmk_stat.diffs_applied - applied_before) == 12, "diffs applied for pages 45 to 56",
+          (long)(Tmk_stat.diffs_applied - applied_before), 12);
   for (word = 0; word < words; word++) {
-    int want = Tmk_nprocs > 1 || word < PAGE_WORDS ? passed_over_value(word) : 0;
+    page = word / PAGE_WORDS;
+    int want = Tmk_nprocs > 1 || page == 0 || page == 33 ? passed_over_value(word) : 0;
     if (shared_ints[word] != want) check(0, "a word of the block", shared_ints[word], want);
   }
   finish("read-passed-over");
