@@ -415,7 +415,7 @@ class node {
   // it (make_writable); it adapts to how the program writes.
   std::uint32_t first_write_reach_;
   std::uint32_t last_first_write_ = 0;  // the page of the last first write
-  std::size_t first_spill_batches_ = 0;  // first writes that opened more pages, since the last close
+  std::size_t first_spill_batches_ = 0;  // first writes that opened more, since the last close
   std::size_t twin_count_ = 0;
   std::size_t diff_bytes_ = 0;
   diff_store diffs_;                    // the bytes of every page_extra's diffs

@@ -206,13 +206,13 @@ void node::make_writable(std::uint32_t page) {
 // opened so and still unwritten (equal to its twin) shows a program that
 // writes a page here and there, not a sweep, and the reach drops to a
 // page; one opened so and written, or a first write to the page after the
-// last one (each opened alone), shows a sweep and doubles it.  FFT on 8 processes writes 2 pages of each 16 in its first
-// sweeps (a process's rows of each block): opening 16 at each made every
-// process twin 464 pages where it wrote 57, each compared at closes and
-// protected again, and kept in the way of the pushes of the rows it reads
-// (136 read faults on process 0 instead of 40); a run took 16.9 ms instead
-// of 11.9 (medians of 9, alternated), on 4 processes (8 pages of 16) 8.2
-// instead of 7.3.
+// last one (each opened alone), shows a sweep and doubles it.  FFT on 8
+// processes writes 2 pages of each 16 in its first sweeps (a process's
+// rows of each block): opening 16 at each made every process twin 464
+// pages where it wrote 57, each compared at closes and protected again,
+// and kept in the way of the pushes of the rows it reads (136 read faults
+// on process 0 instead of 40); a run took 16.9 ms instead of 11.9 (medians
+// of 9, alternated), on 4 processes (8 pages of 16) 8.2 instead of 7.3.
 std::uint32_t node::first_write_reach(std::uint32_t page) {
   if (page > 0 && state_of(page - 1) == page_state::read_write) {
     page_extra* before = extras_.find(page - 1);

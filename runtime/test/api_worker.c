@@ -597,13 +597,15 @@ static void strided_first_writes(void) {
   for (word = me * share; word < (me + 1) * share; word++) c[word] = strided_value(2, word);
   Tmk_barrier(1);
   long faults = (long)(Tmk_stat.write_faults - faults_before);
-  check(faults == (nprocs > 1 ? 4 : 0), "write faults of the sweep of C", faults, nprocs > 1 ? 4 : 0);
+  check(faults == (nprocs > 1 ? 4 : 0), "write faults of the sweep of C", faults,
+        nprocs > 1 ? 4 : 0);
   for (array = 0; array < 2; array++)
     for (block = 0; block < blocks; block++)
       for (word = 0; word < block_words; word++) {
         long at = array * words + block * block_words + word;
         int want = word < 2L * PAGE_WORDS * nprocs ? strided_value(array, at) : 0;
-        if (shared_ints[at] != want) check(0, array == 0 ? "a word of A" : "a word of B", shared_ints[at], want);
+        if (shared_ints[at] != want)
+          check(0, array == 0 ? "a word of A" : "a word of B", shared_ints[at], want);
       }
   for (word = 0; word < nprocs * share; word++)
     if (c[word] != strided_value(2, word)) check(0, "a word of C", c[word], strided_value(2, word));
@@ -643,9 +645,11 @@ static void read_past_own(void) {
     if (Tmk_proc_id == 0)
       for (word = pass == 0 ? 5 * PAGE_WORDS : block; word < (pass + 1) * block; word++) {
         int want = Tmk_nprocs > 1 ? past_own_value(word) : 0;
-        if (word % block / PAGE_WORDS == 2 || word % block / PAGE_WORDS == 3) want = past_own_value(word);
+        page = word % block / PAGE_WORDS;
+        if (page == 2 || page == 3) want = past_own_value(word);
         if (shared_ints[word] != want)
-          check(0, pass == 0 ? "a word of pages 5 to 15 of X" : "a word of Y", shared_ints[word], want);
+          check(0, pass == 0 ? "a word of pages 5 to 15 of X" : "a word of Y", shared_ints[word],
+                want);
       }
     Tmk_barrier(2);
     if (Tmk_proc_id == 0 && Tmk_nprocs > 1)
