@@ -123,8 +123,7 @@ bool node::incorporate(message_reader& reader, std::vector<std::uint32_t>* still
         newest[page] = record.index;
         noticed_bits_[page / 64] |= std::uint64_t{1} << (page % 64);
         // Only a copy held here needs anything now.
-        page_state state = state_of(page);
-        if (state != page_state::read_only && state != page_state::read_write) continue;
+        if (!held(page)) continue;
         // A twin never spans a notice of another writer for its page, even
         // one whose diffs the copy holds already (a whole copy from process
         // 0 carries writes of intervals not heard of yet): a diff is

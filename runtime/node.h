@@ -266,6 +266,11 @@ class node {
   bool read_before(std::uint32_t page) const {
     return (read_bits_[page / 64] >> (page % 64)) & 1;
   }
+  // A copy of the page is valid here (readable by the application).
+  bool held(std::uint32_t page) const {
+    page_state state = state_of(page);
+    return state == page_state::read_only || state == page_state::read_write;
+  }
   bool written_before(std::uint32_t page) const {
     return (written_bits_[page / 64] >> (page % 64)) & 1;
   }

@@ -155,17 +155,17 @@ void node::make_writable(std::uint32_t page) {
   std::vector<std::uint32_t> batch{page};
   bool first = !written_before(page);
   std::uint32_t reach = first ? first_write_reach(page) : 1;
-  std::size_t spilled = 0;
+  bool spilled = false;
   for (std::uint32_t next = page + 1; next < npages_ && batch.size() < config_.prefetch_pages &&
                                       state_of(next) == page_state::read_only;
        ++next) {
     if (!written_before(next)) {
       if (next - page >= reach) break;
-      ++spilled;
+      spilled = true;
     }
     batch.push_back(next);
   }
-  if (spilled > 0) ++first_spill_batches_;
+  if (spilled) ++first_spill_batches_;
   // Memory not made yet (a hole: zeros never written here) is made once
   // the pages are open, not a fault a page (populate).
   std::vector<std::uint32_t> unfilled;
@@ -329,10 +329,6 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
   // (FFT's process 0, reading its block of work so, fetched the next
   // process's block, which it does not read, 148 kB an iteration).
   bool local = wanted == page_state::invalid && up_to_date(page);
-  auto valid = [&](std::uint32_t other) {
-    page_state state = state_of(other);
-    return state == page_state::read_only || state == page_state::read_write;
-  };
   auto joins = [&](std::uint32_t other) {
     return state_of(other) == wanted &&
            (wanted == page_state::unfetched || sweep || read_before(other)) &&
@@ -355,7 +351,7 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
     std::vector<std::uint32_t> passed;
     bool trail = false;  // they follow a page the sweep read
     for (std::uint32_t prev = page; prev-- > 0 && page - prev < config_.prefetch_pages;) {
-      if (valid(prev)) {
+      if (held(prev)) {
         trail = read_before(prev);
         break;
       }
@@ -366,7 +362,7 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
   }
   for (std::uint32_t next = page + 1; next < npages_ && next - page < config_.prefetch_pages;
        ++next) {
-    if (valid(next)) continue;
+    if (held(next)) continue;
     if (!joins(next)) break;
     batch.push_back(next);
   }
