@@ -50,7 +50,7 @@ void node::close_interval() {
     page_extra* entry = extras_.find(page);
     if (entry == nullptr || entry->twin == nullptr) continue;
     if (entry->speculative) {
-      bool same = memcmp(entry->twin, runtime_page(page), page_size_) == 0;
+      bool same = memcmp(entry->twin, readable_page(page), page_size_) == 0;
       if (entry->first_spill) {
         ++(same ? spills_unwritten : spills_written);
         entry->first_spill = false;

@@ -126,10 +126,13 @@ bool node::handle_fault(void* address) {
   switch (state_of(page)) {
     case page_state::read_write:
       return true;
-    case page_state::read_only:
+    case page_state::read_only: {
       counters_.write_faults.fetch_add(1, std::memory_order_relaxed);
-      make_writable(page);
+      std::vector<std::uint32_t> unmade = make_writable(page);
+      lock.unlock();
+      populate(unmade);
       return true;
+    }
     case page_state::invalid:
     case page_state::unfetched:
       // A write to an invalid page faults again once the page is valid.
@@ -150,8 +153,9 @@ bool node::handle_fault(void* address) {
 // reach of first writes allows (a first sweep over an array: a run of SOR
 // at 2 processes took 985 write faults each, 67 this way).  Such a twin is
 // speculative until the page is found written: closes list it only then
-// (see close_interval).
-void node::make_writable(std::uint32_t page) {
+// (see close_interval).  Returns the pages opened whose memory is not made
+// yet, for populate.
+std::vector<std::uint32_t> node::make_writable(std::uint32_t page) {
   std::vector<std::uint32_t> batch{page};
   bool first = !written_before(page);
   std::uint32_t reach = first ? first_write_reach(page) : 1;
@@ -182,7 +186,7 @@ void node::make_writable(std::uint32_t page) {
     if (std::binary_search(unfilled.begin(), unfilled.end(), opened))
       unfilled_twins.push_back(entry.twin);
     else
-      memcpy(entry.twin, runtime_page(opened), page_size_);
+      memcpy(entry.twin, readable_page(opened), page_size_);
     entry.twin_start = time_[rank_] + 1;
     entry.speculative = opened != page;
     entry.first_spill = opened != page && !written_before(opened);
@@ -196,7 +200,7 @@ void node::make_writable(std::uint32_t page) {
   read_through_file(unfilled, unfilled_twins);
   counters_.twins.fetch_add(batch.size(), std::memory_order_relaxed);
   protect_pages(batch, page_state::read_write);
-  populate(unfilled);
+  return unfilled;
 }
 
 // How many pages a first write to page opens, counting page: the reach of
@@ -252,7 +256,7 @@ void node::judge_first_spills(std::size_t written, std::size_t unwritten) {
 // again only if it is written.
 const sealed_diff& node::seal_in_place(std::uint32_t page, page_extra& entry) {
   record_diff(page, entry);
-  memcpy(entry.twin, runtime_page(page), page_size_);
+  memcpy(entry.twin, readable_page(page), page_size_);
   entry.twin_start = time_[rank_] + 1;
   entry.speculative = true;
   entry.idle_closes = 0;
@@ -271,7 +275,7 @@ const sealed_diff& node::seal_in_place(std::uint32_t page, page_extra& entry) {
 // speculative: the page is listed again only if it is written.
 void node::seal_while_writable(std::uint32_t page, page_extra& entry) {
   snapshot_.resize(page_size_);
-  memcpy(snapshot_.data(), runtime_page(page), page_size_);
+  memcpy(snapshot_.data(), readable_page(page), page_size_);
   record_diff(page, entry, snapshot_.data());
   memcpy(entry.twin, snapshot_.data(), page_size_);
   entry.twin_start = time_[rank_] + 1;
@@ -285,7 +289,7 @@ void node::seal_while_writable(std::uint32_t page, page_extra& entry) {
 void node::record_diff(std::uint32_t page, page_extra& entry, const std::byte* contents) {
   std::byte* room = diffs_.room(diff_max_bytes(page_size_));
   if (room == nullptr) job_.fatal("out of memory for the diff of a page");
-  std::size_t size = diff_create(entry.twin, contents != nullptr ? contents : runtime_page(page),
+  std::size_t size = diff_create(entry.twin, contents != nullptr ? contents : readable_page(page),
                                  page_size_, room);
   sealed_diff sealed{entry.twin_start, std::max(entry.twin_start, time_[rank_]),
                      diffs_.keep_made(size)};
@@ -398,10 +402,12 @@ bool node::up_to_date(std::uint32_t page) {
 // at the program's first touch.  Made through the runtime view instead,
 // as before, each page still cost the program that fault: a first write
 // to 1024 fresh pages on 2 processes took 5.25 us a page that way, 4.44
-// this way (medians of 8 alternated runs); the runtime view faults instead
-// if it reads the page later, to make a diff (the other process's read of
-// those pages, 3.85 against 3.95 us a page, within the noise).  Only an
+// this way (medians of 8 alternated runs); the runtime reads such a page
+// through the application's view too (readable_page).  Only an
 // optimisation: without MADV_POPULATE_WRITE the program's touches fault.
+// Called with mutex_ let go: the pages are open already, and making 16
+// fresh pages takes 50-60 us on the machine of BENCHMARKS.md, which a
+// request for this process's pages would otherwise wait out.
 void node::populate(const std::vector<std::uint32_t>& pages) {
 #if defined(MADV_POPULATE_WRITE)
   std::size_t start = 0;
