@@ -271,13 +271,18 @@ class node {
     page_state state = state_of(page);
     return state == page_state::read_only || state == page_state::read_write;
   }
-  // Where the runtime reads a page's bytes, under mutex_: through the
-  // application's view if the page is held (mapped readable there, as
-  // the fault handler relies on, and faulted in by the program's own
-  // accesses), else through the runtime view.  A page the program writes
-  // is read by the runtime only at closes and seals: through the runtime
-  // view, each first such read faulted there (the close at FFT's first
-  // barrier 2 on 2 processes took 66-86 us so, 26-34 us this way).
+  // Where the calling thread reads a page's bytes, under mutex_, while
+  // the program waits in the runtime (a fault, a close, a seal at a
+  // barrier or an acquire): through the application's view if the page
+  // is held (mapped readable there, as the fault handler relies on, and
+  // faulted in by the program's own accesses), else through the runtime
+  // view.  A page the program writes is read by the runtime only at such
+  // closes and seals, and through the runtime view each first read
+  // faulted there (the close at FFT's first barrier 2 on 2 processes took
+  // 66-86 us so, 26-34 us this way).  A page the program may be writing
+  // meanwhile (seal_while_writable, for a request) is read through the
+  // runtime view: that read races with the program's writes by design,
+  // and ThreadSanitizer, which sees the same address, would report it.
   const std::byte* readable_page(std::uint32_t page) const {
     return held(page) ? shared_base_ + static_cast<std::size_t>(page) * page_size_
                       : runtime_page(page);

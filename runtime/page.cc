@@ -275,7 +275,7 @@ const sealed_diff& node::seal_in_place(std::uint32_t page, page_extra& entry) {
 // speculative: the page is listed again only if it is written.
 void node::seal_while_writable(std::uint32_t page, page_extra& entry) {
   snapshot_.resize(page_size_);
-  memcpy(snapshot_.data(), readable_page(page), page_size_);
+  memcpy(snapshot_.data(), runtime_page(page), page_size_);
   record_diff(page, entry, snapshot_.data());
   memcpy(entry.twin, snapshot_.data(), page_size_);
   entry.twin_start = time_[rank_] + 1;
