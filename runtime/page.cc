@@ -402,8 +402,9 @@ bool node::up_to_date(std::uint32_t page) {
 // at the program's first touch.  Made through the runtime view instead,
 // as before, each page still cost the program that fault: a first write
 // to 1024 fresh pages on 2 processes took 5.25 us a page that way, 4.44
-// this way (medians of 8 alternated runs); the runtime reads such a page
-// through the application's view too (readable_page).  Only an
+// this way (medians of 8 alternated runs); the runtime's own reads of it
+// while the program waits go through the application's view too
+// (readable_page).  Only an
 // optimisation: without MADV_POPULATE_WRITE the program's touches fault.
 // Called with mutex_ let go: the pages are open already, and making 16
 // fresh pages takes 50-60 us on the machine of BENCHMARKS.md, which a
