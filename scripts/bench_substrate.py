@@ -224,7 +224,7 @@ def main():
         "",
         "Requests spaced %d us apart, longer than the service thread's spin window, so it sleeps "
         "between them and its CPU goes idle (round trip us). On this virtual machine an idle CPU "
-        "halts (%s) and waking it costs tens of microseconds; "
+        "halts (%s), and a halted CPU takes tens of microseconds to wake; "
         "ucx_perftest -E sleep never lets the CPU idle that long, hence the separate rows above:"
         % (options.gap_us, halt_polling()),
         "",
