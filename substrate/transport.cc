@@ -540,6 +540,7 @@ result<request_id> transport::take_slot() {
   pending_reply& slot = pending_[index];
   slot.id = id;
   slot.done = false;
+  slot.here = false;
   return id;
 }
 
@@ -719,7 +720,11 @@ result<request_id> transport::send_request(message_kind kind, int peer, parts pa
   return id;
 }
 
-result<request_id> transport::expect_reply_here() { return take_slot(); }
+result<request_id> transport::expect_reply_here() {
+  result<request_id> id = take_slot();
+  if (id) pending_[*id & (max_outstanding - 1)].here = true;
+  return id;
+}
 
 status transport::send_one_way(int peer, parts payload) {
   channel from = serving_requests() ? channel::request : channel::reply;
@@ -1079,12 +1084,17 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
   // time: every 4th round in a barrier or a lock's wait (interruptible),
   // where other processes' requests come to it (a direct lock acquire is
   // served by the manager's caller waiting at the benchmark's barrier),
-  // every 16th in a wait for data of its own (a fetch, a ping-pong), where
-  // those looks only delay the look that finds the reply: the 8-byte round
-  // trip took 0.50 us against 0.63, 4 KiB 1.26 against 1.47 (medians of
-  // 10 alternated pairs of `pingpong` runs, 2026-11-25; lock direct, an
-  // empty barrier and the applications within the noise).
-  const unsigned serve_mask = interruptible ? 3 : 15;  // every 4th or 16th round
+  // and in a wait for what another process sends this one unasked (a
+  // barrier's pushed diffs: expect_reply_here); every 16th in a wait for
+  // replies to its own requests (a fetch, a ping-pong), where those looks
+  // only delay the look that finds the reply: in 12 alternated pairs of
+  // `pingpong` runs (2026-11-25) the 8-byte round trip took 0.96 times as
+  // long (the median of the pairs' ratios), 4 KiB 1.02 times; lock
+  // direct, an empty barrier and the applications within the noise.
+  bool served_here = interruptible || std::any_of(ids.begin(), ids.end(), [&](request_id id) {
+                       return pending_[id & (max_outstanding - 1)].here;
+                     });
+  const unsigned serve_mask = served_here ? 3 : 15;  // every 4th or 16th round
   while (true) {
     auto spin_until = looked + spin_window;
     for (unsigned round = 1;; ++round) {
