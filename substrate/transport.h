@@ -377,8 +377,9 @@ class transport {
     // Set by the caller thread (a reply through the reply channel) or by
     // either thread (a reply to this process's own request, reply_here).
     std::atomic<bool> done{false};
-    // Filled by this process's own handler of another's message
-    // (expect_reply_here): its wait serves requests as a barrier's does.
+    // Filled by this process's own handler (expect_reply_here: a request to
+    // itself, or what another process sends unasked, such as a barrier's
+    // pushed diffs): its wait serves requests as often as a barrier's does.
     bool here = false;
     std::vector<std::byte> payload;
     // Instead of payload: a buffer the backend lends (calling thread only).
