@@ -59,6 +59,15 @@ class message_writer {
     bytes_.reserve(initial_capacity);
     put<std::uint8_t>(static_cast<std::uint8_t>(type));
   }
+  // A new message of type in the memory of the one written before (a
+  // barrier's arrival and departures, every barrier): no allocation.  A
+  // buffer grown past kept_capacity is given back first.
+  void restart(message_type type) {
+    if (bytes_.capacity() > kept_capacity) std::vector<std::byte>().swap(bytes_);
+    bytes_.clear();
+    bytes_.reserve(initial_capacity);
+    put<std::uint8_t>(static_cast<std::uint8_t>(type));
+  }
   template <typename T>
   void put(T value) {
     std::size_t at = bytes_.size();
@@ -94,6 +103,7 @@ class message_writer {
 
  private:
   static constexpr std::size_t initial_capacity = 256;
+  static constexpr std::size_t kept_capacity = 64 * 1024;
   std::vector<std::byte> bytes_;
 };
 

@@ -514,8 +514,11 @@ class node {
     request_id slot = 0;
   } push_wait_;
 
-  std::unordered_map<std::uint32_t, std::unique_ptr<barrier_episode>> barriers_;
-  std::unique_ptr<barrier_episode> spare_episode_;  // the last one finished, for the next
+  using barrier_map = std::unordered_map<std::uint32_t, std::unique_ptr<barrier_episode>>;
+  barrier_map barriers_;
+  barrier_map::node_type spare_episode_;  // the last one finished, for the next
+  vector_time arrival_sent_;  // barrier_round's scratch: what process 0 has had from this one
+  message_writer arrival_writer_{message_type::barrier_arrive};  // barrier_round's arrival
   int barrier_waiting_ = 0;  // arrivals held at user and exit barriers, all ids (process 0)
 
   // Garbage collections, numbered from 1: the newest process 0 has called
