@@ -57,8 +57,11 @@ void node::check_lock_id(const char* call, unsigned id) {
 // Under mutex_: the grant carries the intervals the acquirer lacks and,
 // as a barrier departure does, this process's diffs of the pages the
 // acquirer has been fetching from it lately (see push_to_acquirer).
-message_writer node::make_grant(std::uint32_t id, const vector_time& requester_time, int requester) {
-  message_writer grant(message_type::lock_grant);
+// Written into memory this thread keeps for its grants: no allocation.
+message_writer& node::make_grant(std::uint32_t id, const vector_time& requester_time,
+                                 int requester) {
+  thread_local message_writer grant(message_type::lock_grant);
+  grant.restart(message_type::lock_grant);
   grant.put<std::uint32_t>(id);
   if (!intervals_.encode(grant, requester_time, time_))
     protocol_failure("lock " + std::to_string(id) + ": an interval the acquirer lacks is gone");
@@ -135,7 +138,9 @@ void node::acquire(std::uint32_t id) {
     return;
   }
   state.waiting = true;
-  message_writer request(message_type::lock_acquire);
+  // The calling thread's alone, and used up once the request is out.
+  message_writer& request = lock_request_writer_;
+  request.restart(message_type::lock_acquire);
   request.put<std::uint32_t>(id);
   request.put<std::uint8_t>(0);  // to the manager
   request.reserve(time_.size() * 4);
@@ -187,7 +192,7 @@ void node::release(std::uint32_t id) {
   close_interval();
   bool ask = collection_wanted();
   if (state.has_successor) {
-    message_writer grant = make_grant(id, state.successor_time, state.successor.origin);
+    const message_writer& grant = make_grant(id, state.successor_time, state.successor.origin);
     reply_token successor = state.successor;
     state.has_successor = false;
     state.token = false;
@@ -221,7 +226,8 @@ void node::handle_lock_request(const incoming_request& request, message_reader& 
       return reject(request, "lock " + std::to_string(id) + " requested twice by process " +
                                  std::to_string(request.origin));
     if (previous != rank_) {
-      message_writer onward(message_type::lock_acquire);
+      thread_local message_writer onward(message_type::lock_acquire);
+      onward.restart(message_type::lock_acquire);
       onward.put<std::uint32_t>(id);
       onward.put<std::uint8_t>(1);
       std::byte* at = onward.reserve(requester_time.size() * 4);

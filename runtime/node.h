@@ -331,7 +331,7 @@ class node {
   void handle_lock_request(const incoming_request& request, message_reader& reader);
   void serve_lock_request(const incoming_request& request, std::uint32_t id,
                           const vector_time& requester_time);
-  message_writer make_grant(std::uint32_t id, const vector_time& requester_time, int requester);
+  message_writer& make_grant(std::uint32_t id, const vector_time& requester_time, int requester);
   void push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t saw);
   void handle_cond(const incoming_request& request, message_type type, message_reader& reader);
   void check_lock_id(const char* call, unsigned id);
@@ -519,6 +519,7 @@ class node {
   barrier_map::node_type spare_episode_;  // the last one finished, for the next
   vector_time arrival_sent_;  // barrier_round's scratch: what process 0 has had from this one
   message_writer arrival_writer_{message_type::barrier_arrive};  // barrier_round's arrival
+  message_writer lock_request_writer_{message_type::lock_acquire};  // acquire's request
   int barrier_waiting_ = 0;  // arrivals held at user and exit barriers, all ids (process 0)
 
   // Garbage collections, numbered from 1: the newest process 0 has called
