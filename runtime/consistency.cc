@@ -86,6 +86,7 @@ void node::close_interval() {
     twinned_sorted_ = true;
   }
   std::vector<std::uint32_t> written;
+  written.reserve(twinned_.size());  // grown a page at a time: 9 allocations a close in Jacobi
   for (std::uint32_t page : twinned_)
     if (!extras_.find(page)->speculative) written.push_back(page);
   if (written.empty()) return;
