@@ -55,13 +55,10 @@ class message_writer {
   // allocations, each copying what it held (a quarter of the allocations
   // of the lock benchmark's iteration, whose acquire took 2.2 times the
   // substrate's round trip).
-  explicit message_writer(message_type type) {
-    bytes_.reserve(initial_capacity);
-    put<std::uint8_t>(static_cast<std::uint8_t>(type));
-  }
+  explicit message_writer(message_type type) { restart(type); }
   // A new message of type in the memory of the one written before (a
-  // barrier's arrival and departures, every barrier): no allocation.  A
-  // buffer grown past kept_capacity is given back first.
+  // barrier's arrival and departures, a lock's request and grant): no
+  // allocation.  A buffer grown past kept_capacity is given back first.
   void restart(message_type type) {
     if (bytes_.capacity() > kept_capacity) std::vector<std::byte>().swap(bytes_);
     bytes_.clear();

@@ -529,7 +529,7 @@ status transport::send(channel from, int peer, channel to, message_kind kind, in
   return sent;
 }
 
-result<request_id> transport::take_slot() {
+result<request_id> transport::take_slot(bool here) {
   if (free_slots_.empty())
     return status(status_code::exhausted, "more than " + std::to_string(max_outstanding) +
                                               " requests outstanding");
@@ -540,7 +540,7 @@ result<request_id> transport::take_slot() {
   pending_reply& slot = pending_[index];
   slot.id = id;
   slot.done = false;
-  slot.here = false;
+  slot.here = here;
   return id;
 }
 
@@ -720,11 +720,7 @@ result<request_id> transport::send_request(message_kind kind, int peer, parts pa
   return id;
 }
 
-result<request_id> transport::expect_reply_here() {
-  result<request_id> id = take_slot();
-  if (id) pending_[*id & (max_outstanding - 1)].here = true;
-  return id;
-}
+result<request_id> transport::expect_reply_here() { return take_slot(true); }
 
 status transport::send_one_way(int peer, parts payload) {
   channel from = serving_requests() ? channel::request : channel::reply;

@@ -407,7 +407,7 @@ class transport {
   // Hands a waited-for slot's payload over and frees the slot.
   void hand_over(pending_reply& slot, reply_payload& reply);
   friend class reply_payload;
-  result<request_id> take_slot();
+  result<request_id> take_slot(bool here = false);  // here: pending_reply::here
   void release_pending(pending_reply& slot);
   // Gives the backend back the buffer a slot holds, if it holds one.
   void give_back_lent(pending_reply& slot);

@@ -656,11 +656,11 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
       // 8.1-8.2 without (ucp_am_bw 7.9).  UCX takes each fragment that
       // finds room in the receiver's FIFO before it returns, so a wait is
       // for a receiver that is behind.  The service thread's messages
-      // still take the copy: it cannot wait for room without serving
-      // nothing meanwhile (progress would run handlers inside the one
-      // sending, or, inside UCX's callback, read the same message again),
-      // and a handler waiting so while it holds the runtime's lock, with
-      // its own caller, who empties this process's FIFO, waiting for that
+      // still take the copy: waiting for room, it would serve nothing
+      // meanwhile (progress would run handlers inside the one sending,
+      // or, inside UCX's callback, read the same message again), and a
+      // handler waiting so while it holds the runtime's lock, with its
+      // own caller, who empties this process's FIFO, waiting for that
       // lock, could wait for ever on another process doing the same.
       if (from == channel::reply && payload_length > lend_maximum_)
         return post_direct(worker, *ep, peer, to, header, {iov, count}, payload_length);
