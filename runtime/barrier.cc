@@ -14,7 +14,7 @@
 // where.
 //
 // Garbage collection (collection.cc) uses two barriers of its own, with ids
-// beyond every user id: an arrival's consistency data above the threshold
+// beyond every user id: an arrival's diffs and intervals above the threshold
 // makes process 0 call a collection, and every departure carries the
 // number of the newest one called.
 #include <algorithm>
@@ -47,7 +47,7 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   arrival.restart(message_type::barrier_arrive);
   arrival.put<std::uint32_t>(id);
   arrival.put<std::uint8_t>(static_cast<std::uint8_t>(kind));
-  arrival.put<std::uint64_t>(consistency_bytes());
+  arrival.put<std::uint64_t>(collectable_bytes());
   std::byte* at = arrival.reserve(time_.size() * 4);
   memcpy(at, time_.data(), time_.size() * 4);
   vector_time& sent = arrival_sent_;  // under mutex_, used up before it is let go

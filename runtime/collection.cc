@@ -1,9 +1,10 @@
 // collection.cc — garbage collection: when every diff, twin, write notice
 // and interval record can go, and how every process gets there together.
 //
-// A process whose consistency data (twins, diffs, interval records and page
-// bookkeeping) passes TMK_GC_THRESHOLD says so to process 0: in its barrier
-// arrival, or, at a lock acquire or release, in a request of its own.
+// A process whose diffs and interval records (collectable_bytes: not its
+// twins or page bookkeeping, which it would make again at once) pass
+// TMK_GC_THRESHOLD says so to process 0: in its barrier arrival, or, at a
+// lock acquire or release, in a request of its own.
 // Process 0 then calls a collection, numbered, one at a time: in the
 // departures of that barrier, or in its answer and a message to every
 // other process.  Each process takes part at its next synchronisation
@@ -33,9 +34,9 @@
 namespace tmk {
 
 // Under mutex_, on the application thread: true once per collection, when
-// this process's consistency data has passed the threshold.
+// this process's diffs and intervals have passed the threshold.
 bool node::collection_wanted() {
-  if (nprocs_ == 1 || collection_requested_ || consistency_bytes() <= config_.gc_threshold)
+  if (nprocs_ == 1 || collection_requested_ || collectable_bytes() <= config_.gc_threshold)
     return false;
   collection_requested_ = true;
   return true;

@@ -16,8 +16,9 @@ const setting_description runtime_table[] = {
      "address of the shared region, the same in every process"},
     {"TMK_SHARED_SIZE", "64G", "size of the shared region (reserved, not committed)"},
     {"TMK_GC_THRESHOLD", "64M",
-     "consistency data (twins, diffs, write notices) per process that starts a garbage collection "
-     "at the next barrier or lock operation"},
+     "diffs and write notices kept by a process that start a garbage collection at the next "
+     "barrier or lock operation (twins and page bookkeeping, bounded by the pages a process "
+     "uses, do not count)"},
     {"TMK_MAX_LOCKS", "65536", "number of lock ids (0 .. TMK_MAX_LOCKS-1)"},
     {"TMK_MAX_BARRIERS", "65536", "number of barrier ids (0 .. TMK_MAX_BARRIERS-1)"},
     {"TMK_PREFETCH_PAGES", "16",

@@ -31,18 +31,8 @@ void node::close_interval() {
   // belonging to the next interval; after twin_idle_closes closes in a row
   // unwritten, its twin is dropped and the page write-protected.  Comparing
   // a page costs about 0.1 us, protecting it again 4 us and its next write
-  // fault 10 us on the machine of BENCHMARKS.md.  Twins count towards
-  // TMK_GC_THRESHOLD: once the data other than diffs (twins, interval
-  // records, page bookkeeping) passes half of it, an unwritten one is
-  // dropped at its first close, as collections would otherwise come at
-  // every synchronisation (a test of 8 processes with a 400K threshold ran
-  // 1131 collections where it had run 36).  Diffs kept for readers do not
-  // count there: with them, a block rewritten every other interval and
-  // pushed at each barrier lost its twins at every close for half of each
-  // collection's cycle (api scenario twins-kept; a round of 72 pages,
-  // pushed, took 1146 us against 1574, medians of 7).
-  std::uint8_t idle_limit =
-      consistency_bytes() - diff_bytes_ > config_.gc_threshold / 2 ? 1 : twin_idle_closes;
+  // fault 10 us on the machine of BENCHMARKS.md.  Twins do not count
+  // against TMK_GC_THRESHOLD (collectable_bytes).
   std::size_t kept = 0;
   std::vector<std::uint32_t> unwritten;
   std::size_t spills_written = 0, spills_unwritten = 0;
@@ -60,7 +50,7 @@ void node::close_interval() {
         if (same) written_bits_[page / 64] &= ~(std::uint64_t{1} << (page % 64));
       }
       if (same) {
-        if (++entry->idle_closes < idle_limit) {
+        if (++entry->idle_closes < twin_idle_closes) {
           twinned_[kept++] = page;
           continue;
         }
@@ -168,8 +158,15 @@ void node::clear_notices() {
     if (array != nullptr) madvise(array, std::size_t{npages_} * sizeof(std::uint32_t), MADV_DONTNEED);
 }
 
-std::size_t node::consistency_bytes() const {
-  return twin_count_ * page_size_ + diff_bytes_ + intervals_.bytes() + extras_.bytes();
-}
+// A collection drops every twin and all page bookkeeping, but a process
+// makes them again at its next writes and reads of the pages it keeps
+// using: they are bounded by those pages, as its copies of them are, and
+// do not count against TMK_GC_THRESHOLD.  Counted, a process whose written
+// data alone passed it asked for a collection at every other barrier (SOR
+// 4000x8000 on 2 processes, 64 MB of twins a process: 7 collections and
+// 1.61 s, against 0.47 s on 1 process; counted only beyond what the last
+// collection dropped, 1 collection and 0.45-0.75 s, against 0.25-0.30 s
+// with none).  Diffs and interval records only a collection frees.
+std::size_t node::collectable_bytes() const { return diff_bytes_ + intervals_.bytes(); }
 
 }  // namespace tmk

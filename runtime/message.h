@@ -36,7 +36,7 @@ enum class message_type : std::uint8_t {
   cond_reply,          //
   statistics,          // to process 0 at exit: one process's counters
   statistics_reply,    //
-  collection_request,  // to process 0: consistency data here passed TMK_GC_THRESHOLD
+  collection_request,  // to process 0: diffs and intervals here passed TMK_GC_THRESHOLD
   collection_reply,    // reply: the garbage collection to take part in now, if any
   collection_call,     // one way, from process 0: take part in garbage collection number N
   rejected,            // reply: the request was malformed or not allowed (reason)

@@ -47,10 +47,11 @@
 //   acquirer lacks; re-acquiring a lock this process released last costs
 //   no message.  Barriers: process 0 gathers arrivals with their new
 //   intervals and sends each process what it lacks.  Garbage collection,
-//   when consistency data passes TMK_GC_THRESHOLD, brings process 0's pages
-//   up to date and discards every diff, twin and interval; process 0 calls
-//   it, at a barrier or at any time, and every process takes part at its
-//   next synchronisation call or from inside the one it waits in.
+//   when the diffs and intervals a process keeps pass TMK_GC_THRESHOLD,
+//   brings process 0's pages up to date and discards every diff, twin and
+//   interval; process 0 calls it, at a barrier or at any time, and every
+//   process takes part at its next synchronisation call or from inside the
+//   one it waits in.
 // - The service thread (requests from other processes) and the application
 //   thread share this state under mutex_, which is never held while waiting
 //   for a message.
@@ -325,7 +326,9 @@ class node {
   // twin), for the caller to protect once it knows which pushed diffs
   // (which need no fault) bring up to date.
   bool incorporate(message_reader& reader, std::vector<std::uint32_t>* still_mapped = nullptr);
-  std::size_t consistency_bytes() const;
+  // What a collection frees for good: diffs and interval records
+  // (consistency.cc).
+  std::size_t collectable_bytes() const;
 
   // Locks and condition variables (lock.cc).
   void handle_lock_request(const incoming_request& request, message_reader& reader);
@@ -495,7 +498,7 @@ class node {
     std::vector<reply_token> tokens;
     std::vector<vector_time> times;
     int count = 0;
-    bool collect = false;  // some arrival's consistency data passed the threshold
+    bool collect = false;  // some arrival's diffs and intervals passed the threshold
     barrier_kind kind = barrier_kind::user;
   };
 

@@ -53,8 +53,8 @@ def pick_program(rng, build):
             argv += ["-i", "10"]
             env["TMK_GC_THRESHOLD"] = "256K"
         if scenario == "garbage-locks":
-            argv += ["-i", "500"]
-            env["TMK_GC_THRESHOLD"] = "400K"
+            argv += ["-i", "2000"]
+            env["TMK_GC_THRESHOLD"] = "32K"
         lowest = 4 if scenario in ("copy-order", "free-reuse") else 2
         return argv, scenario + ": passed", lowest, env
     if kind == "app":
