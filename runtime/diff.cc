@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "thread_scratch.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -375,7 +377,8 @@ std::size_t diff_create(const std::byte* twin, const std::byte* page, std::size_
     return std::min(words, block * 64 + static_cast<std::size_t>(__builtin_ctzll(bits)));
   };
 
-  thread_local std::vector<std::uint8_t> nibbles;
+  thread_local thread_scratch<std::vector<std::uint8_t>> nibbles_kept;
+  std::vector<std::uint8_t>& nibbles = nibbles_kept.get();
   if (nibbles.size() < words / 2 + 8) nibbles.resize(words / 2 + 8);
   // Runs are written in order, so everything written before a run lies
   // below where its words go: words the pass copied there are intact.
@@ -461,7 +464,10 @@ bool diff_apply(std::byte* page, std::size_t page_size, std::span<const std::byt
 // masks and all.
 bool diff_merge(std::span<const std::span<const std::byte>> diffs, std::size_t page_size,
                 std::vector<std::byte>& out) {
-  thread_local std::vector<std::byte> zeros, ones, twin;
+  thread_local thread_scratch<std::vector<std::byte>> zeros_kept, ones_kept, twin_kept;
+  std::vector<std::byte>& zeros = zeros_kept.get();
+  std::vector<std::byte>& ones = ones_kept.get();
+  std::vector<std::byte>& twin = twin_kept.get();
   zeros.assign(page_size, std::byte{0});
   ones.assign(page_size, std::byte{0xff});
   twin.resize(page_size);

@@ -19,6 +19,7 @@
 
 #include "log.h"
 #include "node.h"
+#include "thread_scratch.h"
 
 namespace tmk {
 
@@ -60,7 +61,8 @@ void node::check_lock_id(const char* call, unsigned id) {
 // Written into memory this thread keeps for its grants: no allocation.
 message_writer& node::make_grant(std::uint32_t id, const vector_time& requester_time,
                                  int requester) {
-  thread_local message_writer grant(message_type::lock_grant);
+  thread_local thread_scratch<message_writer> grant_kept;
+  message_writer& grant = grant_kept.get(message_type::lock_grant);
   grant.restart(message_type::lock_grant);
   grant.put<std::uint32_t>(id);
   if (!intervals_.encode(grant, requester_time, time_))
@@ -210,7 +212,8 @@ void node::handle_lock_request(const incoming_request& request, message_reader& 
   std::uint8_t forwarded = reader.take<std::uint8_t>();
   // Kept by the thread that handles the request (no handler runs inside
   // another on one thread): no allocation for it in every acquire.
-  thread_local vector_time requester_time;
+  thread_local thread_scratch<vector_time> requester_time_kept;
+  vector_time& requester_time = requester_time_kept.get();
   requester_time.assign(static_cast<std::size_t>(nprocs_), 0);
   for (auto& entry : requester_time) reader.get(entry);
   if (!reader.ok() || (id >= config_.max_locks && id != heap_lock()))
@@ -226,7 +229,8 @@ void node::handle_lock_request(const incoming_request& request, message_reader& 
       return reject(request, "lock " + std::to_string(id) + " requested twice by process " +
                                  std::to_string(request.origin));
     if (previous != rank_) {
-      thread_local message_writer onward(message_type::lock_acquire);
+      thread_local thread_scratch<message_writer> onward_kept;
+      message_writer& onward = onward_kept.get(message_type::lock_acquire);
       onward.restart(message_type::lock_acquire);
       onward.put<std::uint32_t>(id);
       onward.put<std::uint8_t>(1);
