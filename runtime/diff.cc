@@ -456,6 +456,73 @@ bool diff_apply(std::byte* page, std::size_t page_size, std::span<const std::byt
   return true;
 }
 
+namespace {
+// Calls each(word, value, nibble) for every word a well formed diff writes,
+// in order: where its value lies in the diff, and the nibble of the bytes
+// of it written (bit b for byte b).
+template <typename Each>
+void for_each_written_word(std::span<const std::byte> diff, Each each) {
+  std::size_t at = 0;
+  while (at < diff.size()) {
+    diff_run_header header;
+    memcpy(&header, diff.data() + at, sizeof header);
+    at += sizeof header;
+    std::size_t count = header.word_count & max_run;
+    bool masked = (header.word_count & masked_run) != 0;
+    const std::byte* values = diff.data() + at;
+    const auto* nibbles = reinterpret_cast<const std::uint8_t*>(values + count * diff_word);
+    for (std::size_t i = 0; i < count; ++i)
+      each(header.first_word + i, values + i * diff_word,
+           masked ? (nibbles[i / 2] >> (4 * (i % 2))) & 0xfu : 0xfu);
+    at += run_bytes(count, masked);
+  }
+}
+}  // namespace
+
+std::size_t diff_subtract(std::span<const std::byte> earlier, std::span<const std::byte> later,
+                          std::size_t page_size, std::byte* out) {
+  const std::size_t words = page_size / diff_word;
+  thread_local thread_scratch<std::vector<std::uint8_t>> written_kept, nibbles_kept;
+  std::vector<std::uint8_t>& written = written_kept.get();
+  std::vector<std::uint8_t>& nibbles = nibbles_kept.get();
+  written.assign(words, 0);
+  if (nibbles.size() < max_run) nibbles.resize(max_run);
+  for_each_written_word(later, [&](std::size_t word, const std::byte*, unsigned nibble) {
+    written[word] = static_cast<std::uint8_t>(written[word] | nibble);
+  });
+  std::byte* at = out;
+  std::byte* header = nullptr;
+  std::size_t first = 0, count = 0;
+  bool masked = false;
+  auto close_run = [&] {
+    if (count == 0) return;
+    put_header(header, first, count, masked);
+    if (masked) {
+      for (std::size_t i = 0; i < count; i += 2)
+        at[i / 2] = std::byte(nibbles[i] | (i + 1 < count ? nibbles[i + 1] << 4 : 0));
+      at += (count + 1) / 2;
+    }
+    count = 0;
+  };
+  for_each_written_word(earlier, [&](std::size_t word, const std::byte* value, unsigned nibble) {
+    unsigned left = nibble & ~static_cast<unsigned>(written[word]);
+    if (left == 0) return;
+    if (count > 0 && (word != first + count || count == max_run)) close_run();
+    if (count == 0) {
+      header = at;
+      at += sizeof(diff_run_header);
+      first = word;
+      masked = false;
+    }
+    memcpy(at, value, diff_word);
+    at += diff_word;
+    nibbles[count++] = static_cast<std::uint8_t>(left);
+    masked |= left != 0xf;
+  });
+  close_run();
+  return static_cast<std::size_t>(at - out);
+}
+
 // The diffs are applied to a page of zeros and to a page of ones: a byte
 // some diff writes differs from the fill in at least one of the two (a
 // byte written 0x00 in the ones, 0xff in the zeros), and the zeros then

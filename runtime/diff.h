@@ -59,6 +59,15 @@ bool diff_apply(std::byte* page, std::size_t page_size, std::span<const std::byt
 bool diff_merge(std::span<const std::span<const std::byte>> diffs, std::size_t page_size,
                 std::vector<std::byte>& out);
 
+// Writes to out, which has room for diff_max_bytes(page_size), what is
+// left of the diff earlier once the bytes the diff later writes are taken
+// out of it; returns its size (0: later writes every byte earlier does).
+// Applied before later, it leaves what earlier does.  May be larger than
+// earlier by a few bytes (a run cut in two); both diffs well formed for a
+// page of page_size bytes.
+std::size_t diff_subtract(std::span<const std::byte> earlier, std::span<const std::byte> later,
+                          std::size_t page_size, std::byte* out);
+
 // The code diffs are made and applied with: the best this CPU runs (the
 // default), or one variant, so that tests cover each.  False if this CPU
 // cannot run it.  Not to be called while diffs are being made.

@@ -92,6 +92,9 @@ struct sealed_diff {
   std::uint32_t first;  // the intervals [first, last] of this process it covers
   std::uint32_t last;
   std::span<const std::byte> bytes;  // in diffs_ (diff_store.h)
+  // The next diff of the page has taken the bytes both write out of it
+  // (shrink_diffs).
+  bool settled = false;
 };
 
 // A process that asked for this process's diffs of a page: until the
@@ -300,6 +303,7 @@ class node {
   const sealed_diff& seal_in_place(std::uint32_t page, page_extra& extra);
   void seal_while_writable(std::uint32_t page, page_extra& extra);
   void record_diff(std::uint32_t page, page_extra& extra, const std::byte* contents = nullptr);
+  void shrink_diffs();
   void drop_twin(page_extra& extra);
   void validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool first_read = false);
   // Whole copies from process 0, brought up to date by fetch_diffs before
@@ -443,6 +447,7 @@ class node {
   std::size_t twin_count_ = 0;
   std::size_t diff_bytes_ = 0;
   diff_store diffs_;                    // the bytes of every page_extra's diffs
+  std::vector<std::byte> shrink_scratch_;  // shrink_diffs' diff being made smaller
   page_pool twins_;                     // the memory of every twin (populated.h)
   std::vector<std::byte> snapshot_;      // a page copied while the application may write it
   std::vector<std::span<const std::byte>> merge_parts_;  // diffs of a page to merge for a reader

@@ -46,7 +46,7 @@ def pick_program(rng, build):
     if kind == "api":
         scenario = rng.choice(["release-acquire", "false-sharing", "byte-sharing", "barriers",
                                "conditions", "garbage", "garbage-locks", "copy-order", "free-reuse",
-                               "lock-pushes", "pushes-stop", "merged-diffs"])
+                               "lock-pushes", "pushes-stop", "merged-diffs", "shrunk-diffs"])
         env = {}
         argv = [api, "-t", scenario]
         if scenario == "garbage":
@@ -55,6 +55,8 @@ def pick_program(rng, build):
         if scenario == "garbage-locks":
             argv += ["-i", "2000"]
             env["TMK_GC_THRESHOLD"] = "32K"
+        if scenario == "shrunk-diffs":
+            env["TMK_GC_THRESHOLD"] = "4M"
         lowest = 4 if scenario in ("copy-order", "free-reuse") else 2
         return argv, scenario + ": passed", lowest, env
     if kind == "app":

@@ -58,6 +58,7 @@ TEST_P(api_scenario, passes_on_every_process) {
   }
   if (scenario == "twins-kept") env.push_back({"TMK_GC_THRESHOLD", "2M"});
   if (scenario == "working-set") env.push_back({"TMK_GC_THRESHOLD", "1M"});
+  if (scenario == "shrunk-diffs") env.push_back({"TMK_GC_THRESHOLD", "4M"});
   if (scenario == "lock-ids") env.push_back({"TMK_MAX_LOCKS", "1073741824"});
   if (scenario == "stress") options = {"-i", nprocs >= 4 ? "150" : "300", "-x", "7"};
   program_result result = run_worker(scenario, nprocs, substrate, options, env);
@@ -82,7 +83,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "conditions", "distribution", "allocation", "garbage",
                                          "garbage-locks", "garbage-exit", "stress", "traffic-counts",
                                          "boundary-rows", "notices-once", "fresh-zeros",
-                                         "twins-kept", "working-set", "pushes-stop", "read-once", "whole-then-pushed",
+                                         "twins-kept", "working-set", "shrunk-diffs", "pushes-stop", "read-once", "whole-then-pushed",
                                          "whole-and-diffs", "strided-first-writes", "read-past-own",
                                          "read-passed-over",
                                          "merged-diffs", "lock-pushes", "lock-ids"),

@@ -480,6 +480,101 @@ static void working_set(void) {
   finish("working-set");
 }
 
+/* A word's value in round r: its low three bytes change every round, its
+ * high byte (a float's sign and exponent, say) in one round of 64, a
+ * different one for each word, so that consecutive diffs of a page write
+ * different bytes of some words, and a diff holds the last change of some
+ * high bytes that no later diff rewrites. */
+static int rewritten_value(int round, long word) {
+  unsigned low = ((unsigned)round * 2654435761u + (unsigned)word * 40503u) & 0xffffffu;
+  unsigned high = (((unsigned)round + (unsigned)word) / 64 * 37u) & 0x7fu;
+  return (int)(high << 24 | low);
+}
+
+/* Diffs that later ones rewrite give them their bytes once their store is
+ * full (node::shrink_diffs), and a reader that lacks them gets the later
+ * ones with them.  Each process rewrites its block of 32 pages every
+ * round for 60 rounds, and the next process reads it after each barrier
+ * (its diffs pushed: 8 MB a process in all).  The pages of m are written
+ * by one process two rounds in a row, then by the next (the same words:
+ * a writer's diffs before another's notice keep their bytes), and read by
+ * nobody meanwhile.  At the end a process that never read them reads the
+ * block of the process two before it and m: every diff since the start,
+ * from every writer, in the right order (m's writers fetch it from the writers
+ * before them in the same way).  Then records pass from holder to holder
+ * under locks.  TMK_GC_THRESHOLD is 4M
+ * (api_test.cc): kept whole, the diffs would pass it and need collections. */
+static void shrunk_diffs(void) {
+  const int block_pages = 32, m_pages = 4, rounds = 60, records = 8, nprocs = (int)Tmk_nprocs;
+  long block = (long)block_pages * PAGE_WORDS, m_words = (long)m_pages * PAGE_WORDS;
+  int *m, *record, round, step;
+  long i;
+  allocate_page_aligned_ints(block * nprocs + m_words + (long)records * PAGE_WORDS);
+  m = shared_ints + block * nprocs;
+  record = m + m_words;
+  for (round = 0; round < rounds; round++) {
+    int me = (int)Tmk_proc_id, before = (me + nprocs - 1) % nprocs;
+    long lo = block * me;
+    for (i = 0; i < block; i++) shared_ints[lo + i] = rewritten_value(round, lo + i);
+    if ((round / 2) % nprocs == me)
+      for (i = 0; i < m_words; i++) m[i] = rewritten_value(round, block * nprocs + i);
+    Tmk_barrier(1);
+    if (nprocs > 1)
+      for (i = 0; i < block; i++) {
+        long at = block * before + i;
+        if (shared_ints[at] != rewritten_value(round, at)) {
+          check(0, "the block of the process before, this round", shared_ints[at],
+                rewritten_value(round, at));
+          break;
+        }
+      }
+    Tmk_barrier(2);
+  }
+  {
+    int two_before = ((int)Tmk_proc_id + 2 * nprocs - 2) % nprocs;
+    int last_m = rounds - 1; /* m as its writer wrote it in the last round */
+    for (i = 0; i < block; i++) {
+      long at = block * two_before + i;
+      if (shared_ints[at] != rewritten_value(rounds - 1, at)) {
+        check(0, "the block of the process two before, never read before", shared_ints[at],
+              rewritten_value(rounds - 1, at));
+        break;
+      }
+    }
+    for (i = 0; i < m_words; i++)
+      if (m[i] != rewritten_value(last_m, block * nprocs + i)) {
+        check(0, "m, written by each process in turn", m[i], rewritten_value(last_m, block * nprocs + i));
+        break;
+      }
+  }
+  /* Then pages passed from process to process under locks, a record a
+   * page: each holder finds the record as the holder before left it (its
+   * version in word 0) and rewrites it.  The holders' diffs are asked for
+   * by whoever takes the lock next, lacking any number of them. */
+  Tmk_barrier(3);
+  {
+    unsigned state = seed * 7919u + Tmk_proc_id;
+    for (step = 0; step < 300; step++) {
+      int r = (int)(next_random(&state) % records);
+      int *page = record + (long)r * PAGE_WORDS, version;
+      Tmk_lock_acquire(10 + (unsigned)r);
+      version = page[0];
+      for (i = 1; i < PAGE_WORDS; i++) {
+        int expected = version == 0 ? 0 : rewritten_value(version, i);
+        if (page[i] != expected) {
+          check(0, "a record as its last holder left it", page[i], expected);
+          break;
+        }
+      }
+      page[0] = ++version;
+      for (i = 1; i < PAGE_WORDS; i++) page[i] = rewritten_value(version, i);
+      Tmk_lock_release(10 + (unsigned)r);
+    }
+  }
+  check(Tmk_stat.gc_runs == 0, "garbage collections", (long)Tmk_stat.gc_runs, 0);
+  finish("shrunk-diffs");
+}
+
 /* A block read once and then only written (FFT's process 0 reads the other
  * half of u in its first transpose only): the reader's copy, which a lock
  * grant invalidates every round before the barrier pushes the writes, must
@@ -1515,6 +1610,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "whole-and-diffs") == 0) whole_and_diffs();
   else if (strcmp(scenario, "twins-kept") == 0) twins_kept();
   else if (strcmp(scenario, "working-set") == 0) working_set();
+  else if (strcmp(scenario, "shrunk-diffs") == 0) shrunk_diffs();
   else if (strcmp(scenario, "pushes-stop") == 0) pushes_stop();
   else if (strcmp(scenario, "read-once") == 0) read_once();
   else if (strcmp(scenario, "whole-then-pushed") == 0) whole_then_pushed();

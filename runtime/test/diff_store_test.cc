@@ -1,9 +1,11 @@
 // diff_store_test — diffs made in the store's room stay exact and put,
 // of every size across many chunks; the room a diff does not use goes to
 // the next; after clear() the store fills the chunks it already has before
-// it maps more.
+// it maps more; diffs rewritten smaller and compacted stay exact and leave
+// their room to the next.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -102,6 +104,60 @@ TEST(diff_store, after_clear_the_chunks_are_used_again) {
     EXPECT_EQ(0u, store.bytes_kept());
     fill(store, random, 2 * diff_store::chunk_bytes - diff_store::chunk_bytes / 8);
     EXPECT_EQ(mapped, store.bytes_mapped()) << "round " << round;
+  }
+}
+
+// Diffs rewritten smaller (every other one to a third, some to nothing)
+// and then compacted keep their bytes and their order, lie one after the
+// other from the first chunk on, and leave the room after them to new
+// diffs: the store maps no chunk until that room is full.
+TEST(diff_store, compacted_diffs_stay_exact_and_leave_their_room_to_new_ones) {
+  std::mt19937 random(5);
+  diff_store store;
+  auto copies = fill(store, random, 5 * diff_store::chunk_bytes / 2);
+  std::size_t mapped = store.bytes_mapped();
+  ASSERT_EQ(3 * diff_store::chunk_bytes, mapped);
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    auto& copy = copies[i];
+    std::size_t size = i % 2 == 0 ? copy.original.size() : i % 10 == 1 ? 0 : copy.original.size() / 3;
+    auto shorter = test::random_bytes(random, size);
+    copy.kept = store.rewrite(copy.kept, shorter.data(), size);
+    copy.original = shorter;
+    kept += size;
+  }
+  EXPECT_EQ(kept, store.bytes_kept());
+  std::vector<std::span<const std::byte>*> live;
+  for (auto& copy : copies) live.push_back(&copy.kept);
+  store.compact(live);
+  EXPECT_EQ(kept, store.bytes_kept());
+  EXPECT_LT(store.bytes_used(), 2 * diff_store::chunk_bytes);
+  EXPECT_FALSE(store.full(most));
+  std::vector<std::span<const std::byte>> placed;
+  for (const auto& copy : copies) {
+    ASSERT_EQ(copy.original.size(), copy.kept.size());
+    EXPECT_EQ(0, memcmp(copy.original.data(), copy.kept.data(), copy.kept.size()));
+    if (!copy.kept.empty()) placed.push_back(copy.kept);
+  }
+  std::sort(placed.begin(), placed.end(), [](auto a, auto b) { return a.data() < b.data(); });
+  for (std::size_t i = 1; i < placed.size(); ++i) {
+    ASSERT_LE(placed[i - 1].data() + placed[i - 1].size(), placed[i].data()) << "diffs overlap";
+  }
+  // Compacting again moves nothing.
+  std::vector<const std::byte*> where;
+  for (const auto& copy : copies) where.push_back(copy.kept.data());
+  store.compact(live);
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    if (!copies[i].kept.empty()) {
+      EXPECT_EQ(where[i], copies[i].kept.data());
+    }
+  }
+  // The room freed takes new diffs before any chunk is mapped.
+  std::size_t room_left = mapped - store.bytes_used();
+  auto more = fill(store, random, room_left - diff_store::chunk_bytes / 2);
+  EXPECT_EQ(mapped, store.bytes_mapped());
+  for (const auto& copy : copies) {
+    EXPECT_EQ(0, memcmp(copy.original.data(), copy.kept.data(), copy.kept.size()));
   }
 }
 

@@ -324,6 +324,88 @@ TEST_P(diff_code_variant, merging_nothing_gives_nothing_and_a_malformed_diff_is_
   EXPECT_EQ(merged, std::vector<std::byte>(3, std::byte{9}));
 }
 
+// The bytes applying diff writes: those it changes in a page of zeros or
+// in a page of ones.
+std::vector<bool> bytes_written(std::span<const std::byte> diff, std::size_t page_size) {
+  std::vector<std::byte> zeros(page_size, std::byte{0}), ones(page_size, std::byte{0xff});
+  EXPECT_TRUE(diff_apply(zeros.data(), page_size, diff));
+  EXPECT_TRUE(diff_apply(ones.data(), page_size, diff));
+  std::vector<bool> written(page_size);
+  for (std::size_t at = 0; at < page_size; ++at)
+    written[at] = zeros[at] != std::byte{0} || ones[at] != std::byte{0xff};
+  return written;
+}
+
+// What is left of an earlier diff once a later one's bytes are taken out
+// writes exactly the earlier one's bytes that the later one does not, with
+// the earlier one's values: applied before the later one, it leaves what
+// both leave, on any page.  Pages rewritten whole, in part, a byte or a
+// word at a time (byte masks that differ from one diff to the next, as a
+// float's do), and not at all.
+TEST_P(diff_code_variant, what_is_left_of_a_diff_under_a_later_one_acts_as_both) {
+  std::mt19937 random(23);
+  for (std::size_t page_size : {std::size_t{4096}, std::size_t{8192}}) {
+    for (int trial = 0; trial < 200; ++trial) {
+      auto page = test::random_bytes(random, page_size);
+      std::vector<std::byte> diffs[2];
+      for (auto& diff : diffs) {
+        auto twin = page;
+        switch (trial % 4) {
+          case 0:  // a page rewritten whole
+            for (auto& byte : page) byte ^= std::byte(1 + random() % 255);
+            break;
+          case 1:  // floats that change in their low bytes, now and then in their high ones
+            for (std::size_t at = 0; at < page_size; at += 4) {
+              page[at] ^= std::byte(1 + random() % 255);
+              if (random() % 8 == 0) page[at + 3] ^= std::byte(1 + random() % 255);
+            }
+            break;
+          case 2:  // bytes here and there
+            for (int w = 1 + static_cast<int>(random() % 300); w > 0; --w)
+              page[random() % page_size] ^= std::byte(1 + random() % 255);
+            break;
+          default:  // runs of words
+            for (int r = static_cast<int>(random() % 6); r > 0; --r) {
+              std::size_t from = random() % page_size / 4 * 4, length = 4 * (1 + random() % 200);
+              for (std::size_t at = from; at < std::min(page_size, from + length); ++at)
+                page[at] ^= std::byte{0x5a};
+            }
+        }
+        diff_create(twin.data(), page.data(), page_size, diff);
+      }
+      std::vector<std::byte> left(diff_max_bytes(page_size));
+      left.resize(diff_subtract(diffs[0], diffs[1], page_size, left.data()));
+      ASSERT_TRUE(diff_valid(left, page_size));
+      auto earlier = bytes_written(diffs[0], page_size), later = bytes_written(diffs[1], page_size);
+      auto kept = bytes_written(left, page_size);
+      for (std::size_t at = 0; at < page_size; ++at) {
+        ASSERT_EQ(kept[at], earlier[at] && !later[at]) << trial << " byte " << at;
+      }
+      for (int reader = 0; reader < 2; ++reader) {
+        auto both = test::random_bytes(random, page_size);
+        auto shrunk = both;
+        ASSERT_TRUE(diff_apply(both.data(), page_size, diffs[0]));
+        ASSERT_TRUE(diff_apply(both.data(), page_size, diffs[1]));
+        ASSERT_TRUE(diff_apply(shrunk.data(), page_size, left));
+        ASSERT_TRUE(diff_apply(shrunk.data(), page_size, diffs[1]));
+        ASSERT_EQ(0, memcmp(both.data(), shrunk.data(), page_size)) << trial;
+      }
+      if (trial % 4 == 0) {
+        EXPECT_TRUE(left.empty());
+      }
+      EXPECT_LE(left.size(), diffs[0].size() + 8);
+    }
+  }
+  std::vector<std::byte> nothing, out(diff_max_bytes(4096));
+  std::vector<std::byte> twin(4096, std::byte{0}), page = twin;
+  page[5] = std::byte{3};
+  std::vector<std::byte> one;
+  diff_create(twin.data(), page.data(), 4096, one);
+  EXPECT_EQ(0u, diff_subtract(nothing, one, 4096, out.data()));
+  EXPECT_EQ(one.size(), diff_subtract(one, nothing, 4096, out.data()));
+  EXPECT_EQ(0, memcmp(out.data(), one.data(), one.size()));
+}
+
 INSTANTIATE_TEST_SUITE_P(all, diff_code_variant,
                          ::testing::Values(diff_code::best, diff_code::avx512, diff_code::avx2,
                                            diff_code::portable),
