@@ -3,7 +3,8 @@
 // 1, 64 and all 1024 words changed, beside memcpy of the page, the memory
 // speed floor that a whole-page transfer pays.  The changed words are
 // spread evenly over the page, so that each is a run of its own until
-// they touch.  Beside them, what a page of fresh memory costs, faulted in
+// they touch.  Then what making a kept diff smaller under a later one
+// costs (tmk::diff_subtract).  Beside them, what a page of fresh memory costs, faulted in
 // at its first write, populated with the rest of a 1 MiB mapping, or
 // populated in huge pages with the rest of a 2 MiB one.
 //
@@ -82,6 +83,41 @@ void diff_apply_page(benchmark::State& state) { diff_apply(state, false); }
 void diff_create_low_bytes(benchmark::State& state) { diff_create(state, true); }
 void diff_apply_low_bytes(benchmark::State& state) { diff_apply(state, true); }
 
+// What the runtime pays to make a kept diff smaller when a later one
+// rewrites its bytes (node::shrink_diffs): the diff of a page of floats
+// rewritten (the low three bytes of every word, the high byte of one word
+// in 64) less the bytes of the next such rewrite.
+void diff_subtract_rewritten_floats(benchmark::State& state) {
+  std::vector<std::byte> pages[3];
+  pages[0].resize(page_size);
+  for (std::size_t i = 0; i < words; ++i) {
+    std::uint32_t value = static_cast<std::uint32_t>(i * 2654435761u);
+    std::memcpy(pages[0].data() + i * tmk::diff_word, &value, sizeof value);
+  }
+  for (int k = 1; k < 3; ++k) {
+    pages[k] = pages[k - 1];
+    for (std::size_t i = 0; i < words; ++i) {
+      std::uint32_t value;
+      std::memcpy(&value, pages[k].data() + i * tmk::diff_word, sizeof value);
+      value ^= 0x5a5a5a;
+      if (i % 64 == static_cast<std::size_t>(k)) value ^= 0x11000000;
+      std::memcpy(pages[k].data() + i * tmk::diff_word, &value, sizeof value);
+    }
+  }
+  std::vector<std::byte> earlier, later;
+  tmk::diff_create(pages[0].data(), pages[1].data(), page_size, earlier);
+  tmk::diff_create(pages[1].data(), pages[2].data(), page_size, later);
+  alignas(64) static std::byte out[tmk::diff_max_bytes(page_size)];
+  std::size_t size = 0;
+  for (auto _ : state) {
+    size = tmk::diff_subtract(earlier, later, page_size, out);
+    benchmark::DoNotOptimize(out);
+    benchmark::ClobberMemory();
+  }
+  state.counters["diff_bytes"] = static_cast<double>(earlier.size());
+  state.counters["left_bytes"] = static_cast<double>(size);
+}
+
 void memcpy_page(benchmark::State& state) {
   page_pair pair(0);
   for (auto _ : state) {
@@ -147,6 +183,7 @@ BENCHMARK(diff_create_page)->ArgName("changed_words")->Arg(0)->Arg(1)->Arg(64)->
 BENCHMARK(diff_apply_page)->ArgName("changed_words")->Arg(0)->Arg(1)->Arg(64)->Arg(words);
 BENCHMARK(diff_create_low_bytes)->ArgName("changed_words")->Arg(64)->Arg(words);
 BENCHMARK(diff_apply_low_bytes)->ArgName("changed_words")->Arg(64)->Arg(words);
+BENCHMARK(diff_subtract_rewritten_floats);
 BENCHMARK(memcpy_page);
 BENCHMARK(fresh_page_faulted)->Unit(benchmark::kMicrosecond);
 BENCHMARK(fresh_page_populated)->Unit(benchmark::kMicrosecond);

@@ -457,69 +457,103 @@ bool diff_apply(std::byte* page, std::size_t page_size, std::span<const std::byt
 }
 
 namespace {
-// Calls each(word, value, nibble) for every word a well formed diff writes,
-// in order: where its value lies in the diff, and the nibble of the bytes
-// of it written (bit b for byte b).
+// The nibbles of a run's words (bit b for byte b written), one a byte.
+void unpack_nibbles(const diff_run_header& header, const std::byte* after_words, std::uint8_t* into) {
+  std::size_t count = header.word_count & max_run;
+  if ((header.word_count & masked_run) == 0) {
+    memset(into, 0xf, count);
+    return;
+  }
+  const auto* packed = reinterpret_cast<const std::uint8_t*>(after_words);
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  // Sixteen nibbles at a time: the low ones and the high ones, interleaved.
+  const __m128i low_nibbles = _mm_set1_epi8(0xf);
+  for (; i + 16 <= count; i += 16) {
+    __m128i both = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed + i / 2));
+    __m128i low = _mm_and_si128(both, low_nibbles);
+    __m128i high = _mm_and_si128(_mm_srli_epi16(both, 4), low_nibbles);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(into + i), _mm_unpacklo_epi8(low, high));
+  }
+#endif
+  for (; i + 1 < count; i += 2) {
+    into[i] = packed[i / 2] & 0xf;
+    into[i + 1] = packed[i / 2] >> 4;
+  }
+  if (count % 2 != 0) into[count - 1] = packed[count / 2] & 0xf;
+}
+
+// Calls each(header, words, after_words) for every run of a well formed
+// diff.
 template <typename Each>
-void for_each_written_word(std::span<const std::byte> diff, Each each) {
+void for_each_run(std::span<const std::byte> diff, Each each) {
   std::size_t at = 0;
   while (at < diff.size()) {
     diff_run_header header;
     memcpy(&header, diff.data() + at, sizeof header);
     at += sizeof header;
     std::size_t count = header.word_count & max_run;
-    bool masked = (header.word_count & masked_run) != 0;
-    const std::byte* values = diff.data() + at;
-    const auto* nibbles = reinterpret_cast<const std::uint8_t*>(values + count * diff_word);
-    for (std::size_t i = 0; i < count; ++i)
-      each(header.first_word + i, values + i * diff_word,
-           masked ? (nibbles[i / 2] >> (4 * (i % 2))) & 0xfu : 0xfu);
-    at += run_bytes(count, masked);
+    each(header, diff.data() + at, diff.data() + at + count * diff_word);
+    at += run_bytes(count, (header.word_count & masked_run) != 0);
   }
 }
 }  // namespace
 
+// The nibbles of the bytes later writes, one a word; then, run by run of
+// earlier, those of its bytes not among them, eight words at a time, and
+// the stretches of words left with any.
 std::size_t diff_subtract(std::span<const std::byte> earlier, std::span<const std::byte> later,
                           std::size_t page_size, std::byte* out) {
   const std::size_t words = page_size / diff_word;
-  thread_local thread_scratch<std::vector<std::uint8_t>> written_kept, nibbles_kept;
+  thread_local thread_scratch<std::vector<std::uint8_t>> written_kept, left_kept;
   std::vector<std::uint8_t>& written = written_kept.get();
-  std::vector<std::uint8_t>& nibbles = nibbles_kept.get();
+  std::vector<std::uint8_t>& left = left_kept.get();
   written.assign(words, 0);
-  if (nibbles.size() < max_run) nibbles.resize(max_run);
-  for_each_written_word(later, [&](std::size_t word, const std::byte*, unsigned nibble) {
-    written[word] = static_cast<std::uint8_t>(written[word] | nibble);
+  if (left.size() < max_run + 8) left.resize(max_run + 8);
+  for_each_run(later, [&](const diff_run_header& header, const std::byte*, const std::byte* after) {
+    unpack_nibbles(header, after, written.data() + header.first_word);
   });
   std::byte* at = out;
-  std::byte* header = nullptr;
-  std::size_t first = 0, count = 0;
-  bool masked = false;
-  auto close_run = [&] {
-    if (count == 0) return;
-    put_header(header, first, count, masked);
-    if (masked) {
-      for (std::size_t i = 0; i < count; i += 2)
-        at[i / 2] = std::byte(nibbles[i] | (i + 1 < count ? nibbles[i + 1] << 4 : 0));
-      at += (count + 1) / 2;
+  for_each_run(earlier, [&](const diff_run_header& header, const std::byte* values,
+                            const std::byte* after) {
+    const std::size_t count = header.word_count & max_run;
+    const std::uint8_t* over = written.data() + header.first_word;
+    unpack_nibbles(header, after, left.data());
+    constexpr std::uint64_t nibble_bits = 0x0f0f0f0f0f0f0f0full;
+    std::size_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+      std::uint64_t mine, theirs;
+      memcpy(&mine, left.data() + i, 8);
+      memcpy(&theirs, over + i, 8);
+      mine &= ~theirs & nibble_bits;
+      memcpy(left.data() + i, &mine, 8);
     }
-    count = 0;
-  };
-  for_each_written_word(earlier, [&](std::size_t word, const std::byte* value, unsigned nibble) {
-    unsigned left = nibble & ~static_cast<unsigned>(written[word]);
-    if (left == 0) return;
-    if (count > 0 && (word != first + count || count == max_run)) close_run();
-    if (count == 0) {
-      header = at;
+    for (; i < count; ++i) left[i] = static_cast<std::uint8_t>(left[i] & ~over[i] & 0xf);
+    for (i = 0; i < count;) {
+      std::uint64_t eight = 0;
+      if (i + 8 <= count) memcpy(&eight, left.data() + i, 8);
+      if (i + 8 <= count && eight == 0) {
+        i += 8;
+        continue;
+      }
+      if (left[i] == 0) {
+        ++i;
+        continue;
+      }
+      std::size_t end = i;
+      bool masked = false;
+      while (end < count && left[end] != 0) masked |= left[end++] != 0xf;
+      put_header(at, header.first_word + i, end - i, masked);
       at += sizeof(diff_run_header);
-      first = word;
-      masked = false;
+      memcpy(at, values + i * diff_word, (end - i) * diff_word);
+      at += (end - i) * diff_word;
+      if (masked) {
+        for (std::size_t k = i; k < end; k += 2)
+          *at++ = std::byte(left[k] | (k + 1 < end ? left[k + 1] << 4 : 0));
+      }
+      i = end;
     }
-    memcpy(at, value, diff_word);
-    at += diff_word;
-    nibbles[count++] = static_cast<std::uint8_t>(left);
-    masked |= left != 0xf;
   });
-  close_run();
   return static_cast<std::size_t>(at - out);
 }
 

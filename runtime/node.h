@@ -92,7 +92,7 @@ struct sealed_diff {
   std::uint32_t first;  // the intervals [first, last] of this process it covers
   std::uint32_t last;
   std::span<const std::byte> bytes;  // in diffs_ (diff_store.h)
-  // The next diff of the page has taken the bytes both write out of it
+  // The next diff of the page has taken the bytes it writes out of it
   // (shrink_diffs).
   bool settled = false;
 };
