@@ -296,6 +296,47 @@ void put_header(std::byte* at, std::size_t first, std::size_t count, bool masked
   memcpy(at, &header, sizeof header);
 }
 
+// The nibbles of a run's words (bit b for byte b written), one a byte.
+void unpack_nibbles(const diff_run_header& header, const std::byte* after_words, std::uint8_t* into) {
+  std::size_t count = header.word_count & max_run;
+  if ((header.word_count & masked_run) == 0) {
+    memset(into, 0xf, count);
+    return;
+  }
+  const auto* packed = reinterpret_cast<const std::uint8_t*>(after_words);
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  // Sixteen nibbles at a time: the low ones and the high ones, interleaved.
+  const __m128i low_nibbles = _mm_set1_epi8(0xf);
+  for (; i + 16 <= count; i += 16) {
+    __m128i both = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed + i / 2));
+    __m128i low = _mm_and_si128(both, low_nibbles);
+    __m128i high = _mm_and_si128(_mm_srli_epi16(both, 4), low_nibbles);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(into + i), _mm_unpacklo_epi8(low, high));
+  }
+#endif
+  for (; i + 1 < count; i += 2) {
+    into[i] = packed[i / 2] & 0xf;
+    into[i + 1] = packed[i / 2] >> 4;
+  }
+  if (count % 2 != 0) into[count - 1] = packed[count / 2] & 0xf;
+}
+
+// Calls each(header, words, after_words) for every run of a well formed
+// diff.
+template <typename Each>
+void for_each_run(std::span<const std::byte> diff, Each each) {
+  std::size_t at = 0;
+  while (at < diff.size()) {
+    diff_run_header header;
+    memcpy(&header, diff.data() + at, sizeof header);
+    at += sizeof header;
+    std::size_t count = header.word_count & max_run;
+    each(header, diff.data() + at, diff.data() + at + count * diff_word);
+    at += run_bytes(count, (header.word_count & masked_run) != 0);
+  }
+}
+
 }  // namespace
 
 bool diff_select_code(diff_code code) {
@@ -437,6 +478,8 @@ bool diff_valid(std::span<const std::byte> diff, std::size_t page_size) {
   return true;
 }
 
+// Walks the runs itself rather than through for_each_run: that took 1.4
+// times as long to apply 64 single words (diff_bench, 247 ns against 175).
 bool diff_apply(std::byte* page, std::size_t page_size, std::span<const std::byte> diff) {
   if (!diff_valid(diff, page_size)) return false;
   std::size_t at = 0;
@@ -456,48 +499,6 @@ bool diff_apply(std::byte* page, std::size_t page_size, std::span<const std::byt
   return true;
 }
 
-namespace {
-// The nibbles of a run's words (bit b for byte b written), one a byte.
-void unpack_nibbles(const diff_run_header& header, const std::byte* after_words, std::uint8_t* into) {
-  std::size_t count = header.word_count & max_run;
-  if ((header.word_count & masked_run) == 0) {
-    memset(into, 0xf, count);
-    return;
-  }
-  const auto* packed = reinterpret_cast<const std::uint8_t*>(after_words);
-  std::size_t i = 0;
-#if defined(__SSE2__)
-  // Sixteen nibbles at a time: the low ones and the high ones, interleaved.
-  const __m128i low_nibbles = _mm_set1_epi8(0xf);
-  for (; i + 16 <= count; i += 16) {
-    __m128i both = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed + i / 2));
-    __m128i low = _mm_and_si128(both, low_nibbles);
-    __m128i high = _mm_and_si128(_mm_srli_epi16(both, 4), low_nibbles);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(into + i), _mm_unpacklo_epi8(low, high));
-  }
-#endif
-  for (; i + 1 < count; i += 2) {
-    into[i] = packed[i / 2] & 0xf;
-    into[i + 1] = packed[i / 2] >> 4;
-  }
-  if (count % 2 != 0) into[count - 1] = packed[count / 2] & 0xf;
-}
-
-// Calls each(header, words, after_words) for every run of a well formed
-// diff.
-template <typename Each>
-void for_each_run(std::span<const std::byte> diff, Each each) {
-  std::size_t at = 0;
-  while (at < diff.size()) {
-    diff_run_header header;
-    memcpy(&header, diff.data() + at, sizeof header);
-    at += sizeof header;
-    std::size_t count = header.word_count & max_run;
-    each(header, diff.data() + at, diff.data() + at + count * diff_word);
-    at += run_bytes(count, (header.word_count & masked_run) != 0);
-  }
-}
-}  // namespace
 
 // The nibbles of the bytes later writes, one a word; then, run by run of
 // earlier, those of its bytes not among them, eight words at a time, and
