@@ -416,7 +416,8 @@ static void notices_once(void) {
 
 /* A block rewritten every other interval and read by the others after
  * each write (its diffs pushed with the barrier, and kept until a garbage
- * collection): the diffs kept grow by the block each round (the test sets
+ * collection): the diffs kept grow by the block each round until their
+ * store fills and each gives the next the bytes it rewrites (the test sets
  * TMK_GC_THRESHOLD to 2M), and the writer must keep its twins through the
  * interval that does not write.  Over the last 20 rounds a process may
  * make its block's twins again only after each garbage collection and once
