@@ -514,6 +514,11 @@ class transport {
   thread_counters caller_counters_;
   thread_counters service_counters_;
   std::atomic<std::uint64_t> service_wakeups_{0};
+  // The last request delivered here and how many have been, by whichever
+  // thread holds the request channel (under request_lock_): what a
+  // service thread woken by its sleep's timeout found (sleep_on_doorbell).
+  wire_header last_delivered_{};
+  std::uint64_t requests_delivered_ = 0;
   // Rings held back (see send).
   std::chrono::microseconds ring_delay_{0};
   std::vector<owed_ring> owed_rings_;  // calling thread only

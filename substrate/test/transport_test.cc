@@ -92,6 +92,15 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(0, 1, 2), ::testing::Values("interrupt")),
     scenario_name);
 
+// A service thread whose sleep times out with one-way messages waiting
+// that were sent unrung (its caller computing for over a second) reports
+// no missed ring: only a request waits for one.
+INSTANTIATE_TEST_SUITE_P(
+    doorbell_idle, transport_scenario,
+    ::testing::Combine(::testing::Values("unrung-idle"), ::testing::Values(2),
+                       ::testing::Values(0, 1), ::testing::Values("interrupt")),
+    scenario_name);
+
 INSTANTIATE_TEST_SUITE_P(
     armed, transport_scenario,
     ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted", "lent",
