@@ -58,6 +58,12 @@ case $mode in
     nm -C "$prefix/$libdir/libtmk.a" | grep -q " T tmk::ucx_transport::create" ||
       fail "libtmk.a lacks the substrate (tmk::ucx_transport::create)"
     nm -C "$prefix/$libdir/libtmk.a" | grep -q " T Tmk_startup" || fail "libtmk.a lacks Tmk_startup"
+    # The shared library exports Tmk.h's names and nothing of its own
+    # insides, which a program could otherwise bind to (or interpose).
+    exported=$(nm -D --defined-only "$prefix/$libdir/libtmk.so" | awk '{print $3}')
+    printf '%s\n' "$exported" | grep -qx "Tmk_startup" || fail "libtmk.so does not export Tmk_startup"
+    others=$(printf '%s\n' "$exported" | grep -v '^Tmk_' || true)
+    [ -z "$others" ] || fail "libtmk.so exports names beyond Tmk.h's: $(echo $others | cut -c1-200)"
     grep -qx "prefix=$prefix" "$prefix/$libdir/pkgconfig/tmk.pc" ||
       fail "tmk.pc does not name the prefix $prefix"
     info=$("$prefix/bin/tmk_info" -n 4) || fail "tmk_info -n 4 failed: $info"
