@@ -180,6 +180,8 @@ status node::map_region() {
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (states == MAP_FAILED) return errno_status("page table");
   states_ = static_cast<std::uint8_t*>(states);
+  initial_state_ = static_cast<std::uint8_t>(rank_ == 0 ? page_state::read_only
+                                                        : page_state::unfetched);
   // A bit per page, zero, committed only where bits are set.
   for (std::uint64_t** bitmap : {&read_bits_, &written_bits_, &filled_bits_, &noticed_bits_}) {
     void* bits = mmap(nullptr, (npages_ + 63) / 64 * 8, PROT_READ | PROT_WRITE,

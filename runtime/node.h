@@ -242,8 +242,16 @@ class node {
   void reject(const incoming_request& request, const std::string& why);
 
   // Pages (page.cc).
-  page_state state_of(std::uint32_t page) const;
-  void set_state(std::uint32_t page, page_state state);
+  // Kept XOR each page's initial state (read-only at process 0, unfetched
+  // elsewhere), so that the array starts as zeros.  Inline: a barrier's
+  // write notices look up every page they name (in Jacobi on 8 processes,
+  // through a call per page, 3% of the samples).
+  page_state state_of(std::uint32_t page) const {
+    return static_cast<page_state>(states_[page] ^ initial_state_);
+  }
+  void set_state(std::uint32_t page, page_state state) {
+    states_[page] = static_cast<std::uint8_t>(state) ^ initial_state_;
+  }
   std::byte* runtime_page(std::uint32_t page) const {
     return runtime_view_ + static_cast<std::size_t>(page) * page_size_;
   }
@@ -419,6 +427,7 @@ class node {
 
   std::mutex mutex_;  // everything below
   std::uint8_t* states_ = nullptr;  // per page: state XOR its initial state
+  std::uint8_t initial_state_ = 0;  // that initial state (state_of)
   std::uint64_t* read_bits_ = nullptr;  // per page: faulted on for reading here
   std::uint64_t* written_bits_ = nullptr;  // per page: twinned here before
   // Per page: its memory made through the runtime view (populate()); a page

@@ -50,18 +50,6 @@ int protection(page_state state) {
 }
 }  // namespace
 
-page_state node::state_of(std::uint32_t page) const {
-  std::uint8_t initial = static_cast<std::uint8_t>(rank_ == 0 ? page_state::read_only
-                                                              : page_state::unfetched);
-  return static_cast<page_state>(states_[page] ^ initial);
-}
-
-void node::set_state(std::uint32_t page, page_state state) {
-  std::uint8_t initial = static_cast<std::uint8_t>(rank_ == 0 ? page_state::read_only
-                                                              : page_state::unfetched);
-  states_[page] = static_cast<std::uint8_t>(state) ^ initial;
-}
-
 // Changes the application view's protection of pages, one mprotect per run
 // of consecutive pages.  Every run of pages with a protection different
 // from its neighbours is a kernel mapping; running out of them is reported
