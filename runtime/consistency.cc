@@ -20,6 +20,18 @@ namespace {
 // Closes in a row that an unwritten speculative twin survives.  FFT
 // rewrites a page every third or fourth interval.
 constexpr std::uint8_t twin_idle_closes = 8;
+
+// Sets count bits of bits from first, a word at a time.
+void mark_bits(std::uint64_t* bits, std::uint32_t first, std::uint32_t count) {
+  while (count > 0) {
+    std::uint32_t shift = first % 64;
+    std::uint32_t taken = std::min(count, 64 - shift);
+    std::uint64_t mask = taken == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << taken) - 1) << shift;
+    bits[first / 64] |= mask;
+    first += taken;
+    count -= taken;
+  }
+}
 }  // namespace
 
 void node::close_interval() {
@@ -110,31 +122,42 @@ bool node::incorporate(message_reader& reader, std::vector<std::uint32_t>* still
         newest = notices_[owner] = static_cast<std::uint32_t*>(made);
       }
       notices += record.pages.size();
-      for (std::uint32_t page : record.pages) {
-        newest[page] = record.index;
-        noticed_bits_[page / 64] |= std::uint64_t{1} << (page % 64);
-        // Only a copy held here needs anything now.
-        if (!held(page)) continue;
-        // A twin never spans a notice of another writer for its page, even
-        // one whose diffs the copy holds already (a whole copy from process
-        // 0 carries writes of intervals not heard of yet): a diff is
-        // ordered by its first interval, so writes made after hearing of
-        // the other writer's must start a diff of their own, ordered after
-        // it.  The application waits in this call and cannot write: the
-        // writes so far become a diff and the twin a copy of the page
-        // (unless an earlier notice of this message did that already), and
-        // the page stays writable, its twin speculative: the next interval
-        // lists the page only if it is written.
-        page_extra& entry = extra(page);
-        if (entry.twin != nullptr && entry.twin_start <= time_[rank_]) seal_in_place(page, entry);
-        if (record.index <= applied(page, owner)) continue;  // in a range applied already
-        set_state(page, page_state::invalid);
-        if (still_mapped != nullptr) {
-          still_mapped->push_back(page);
-          continue;
+      // A run of pages at a time: most notices name pages not held here
+      // (each process's band of a grid, at every other process), which
+      // need only these two marks, and are passed eight at a time.
+      for (const page_run& run : record.pages.runs()) {
+        std::fill_n(newest + run.first, run.count, record.index);
+        mark_bits(noticed_bits_, run.first, run.count);
+      }
+      for (const page_run& run : record.pages.runs()) {
+        for (std::uint32_t page = run.first, last = run.first + run.count; page < last; ++page) {
+          if (page % 8 == 0 && last - page >= 8 && !any_held(page)) {
+            page += 7;
+            continue;
+          }
+          // Only a copy held here needs anything now.
+          if (!held(page)) continue;
+          // A twin never spans a notice of another writer for its page, even
+          // one whose diffs the copy holds already (a whole copy from process
+          // 0 carries writes of intervals not heard of yet): a diff is
+          // ordered by its first interval, so writes made after hearing of
+          // the other writer's must start a diff of their own, ordered after
+          // it.  The application waits in this call and cannot write: the
+          // writes so far become a diff and the twin a copy of the page
+          // (unless an earlier notice of this message did that already), and
+          // the page stays writable, its twin speculative: the next interval
+          // lists the page only if it is written.
+          page_extra& entry = extra(page);
+          if (entry.twin != nullptr && entry.twin_start <= time_[rank_]) seal_in_place(page, entry);
+          if (record.index <= applied(page, owner)) continue;  // in a range applied already
+          set_state(page, page_state::invalid);
+          if (still_mapped != nullptr) {
+            still_mapped->push_back(page);
+            continue;
+          }
+          if (entry.twin != nullptr) drop_twin(entry);
+          invalidated.push_back(page);
         }
-        if (entry.twin != nullptr) drop_twin(entry);
-        invalidated.push_back(page);
       }
     }
     time_[owner] = record.index;

@@ -58,6 +58,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -282,6 +283,18 @@ class node {
   bool held(std::uint32_t page) const {
     page_state state = state_of(page);
     return state == page_state::read_only || state == page_state::read_write;
+  }
+  // Some copy of the eight pages from first (a multiple of 8) is held:
+  // their states in one word, held ones with bit 1 set.
+  bool any_held(std::uint32_t first) const {
+    static_assert(static_cast<int>(page_state::read_only) == 2 &&
+                  static_cast<int>(page_state::read_write) == 3 &&
+                  static_cast<int>(page_state::unfetched) < 2 &&
+                  static_cast<int>(page_state::invalid) < 2);
+    constexpr std::uint64_t every_byte = 0x0101010101010101;
+    std::uint64_t states;
+    memcpy(&states, states_ + first, sizeof states);
+    return ((states ^ (initial_state_ * every_byte)) & (2 * every_byte)) != 0;
   }
   // Where the calling thread reads a page's bytes, under mutex_, while
   // the program waits in the runtime (a fault, a close, a seal at a
