@@ -262,20 +262,22 @@ void transport::sleep_on_doorbell(std::unique_lock<std::mutex>& own) {
   own.lock();
   serving_flag = true;
   service_wakeups_.fetch_add(1, std::memory_order_relaxed);
-  // Woken by the timeout, the thread should find no request: one that
-  // waited for it is a ring missed.  Anything else it finds needs no ring:
-  // a one-way message sent unrung (a barrier's pushed diffs, which the
-  // caller takes in at its next wait), or UCX's own protocol messages.
+  // Woken by the timeout, the thread should find no message sent with a
+  // ring: one that waited for it is a ring missed.  What else it may find
+  // needs none: a one-way message sent unrung (a barrier's pushed diffs,
+  // which the caller takes in at its next wait), or UCX's own protocol
+  // messages.
   if (!rung) {
-    std::uint64_t before = requests_delivered_;
+    std::uint64_t before = rung_delivered_;
     while (progress(channel::request) != 0) {
     }
-    if (requests_delivered_ != before)
+    if (rung_delivered_ != before)
       TMK_LOG(warn,
-              "service thread: %llu request(s) waited a second for its doorbell, the last from "
-              "process %d (sent by %d, request %u)",
-              static_cast<unsigned long long>(requests_delivered_ - before),
-              last_delivered_.origin, last_delivered_.sender, last_delivered_.sequence);
+              "service thread: %llu message(s) waited a second for its doorbell, the last a %s "
+              "from process %d (sent by %d, request %u)",
+              static_cast<unsigned long long>(rung_delivered_ - before),
+              last_rung_.kind == message_kind::request ? "request" : "one-way message",
+              last_rung_.origin, last_rung_.sender, last_rung_.sequence);
   }
 }
 
@@ -350,9 +352,9 @@ void transport::deliver_request(const wire_header& header, byte_span payload) {
   }
   count(service_counters_.messages_received, 1);
   count(service_counters_.bytes_received, payload.size() + sizeof(wire_header));
-  if (header.kind == message_kind::request) {
-    last_delivered_ = header;
-    ++requests_delivered_;
+  if (header.kind == message_kind::request || (header.reserved[1] & unrung_flag) == 0) {
+    last_rung_ = header;
+    ++rung_delivered_;
   }
   causal_acquire();
   handler_(incoming_request{header.origin, header.sender, header.sequence,
@@ -508,6 +510,7 @@ status transport::send(channel from, int peer, channel to, message_kind kind, in
   header.origin = origin;
   header.sender = rank_;
   header.sequence = sequence;
+  if (!rung) header.reserved[1] = unrung_flag;
   // A request the caller will wait for may hold back its ring for a
   // moment (owe_ring), in case a caller at peer takes the channel and
   // serves it first.  Rung at once, the woken service thread took a core

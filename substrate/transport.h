@@ -98,12 +98,17 @@ enum class message_kind : std::uint8_t {
 
 struct wire_header {
   message_kind kind;
+  // [0]: the backend's own (the UCX tag path marks an announcement);
+  // [1]: unrung_flag for a message sent without a ring.
   std::uint8_t reserved[3];
   std::int32_t origin;     // the process waiting for the reply
   std::int32_t sender;     // the process that sent this message
   std::uint32_t sequence;  // the origin's request number
 };
 static_assert(sizeof(wire_header) == 16);
+// wire_header.reserved[1] of a one-way message sent unrung
+// (send_one_way_unrung): its receiver expects no ring for it.
+constexpr std::uint8_t unrung_flag = 1;
 
 // Where a reply goes; may be kept and used later from either thread.
 struct reply_token {
@@ -514,11 +519,13 @@ class transport {
   thread_counters caller_counters_;
   thread_counters service_counters_;
   std::atomic<std::uint64_t> service_wakeups_{0};
-  // The last request delivered here and how many have been, by whichever
-  // thread holds the request channel (under request_lock_): what a
-  // service thread woken by its sleep's timeout found (sleep_on_doorbell).
-  wire_header last_delivered_{};
-  std::uint64_t requests_delivered_ = 0;
+  // The last message delivered here that was sent with a ring (every
+  // request, and every one-way message but those sent unrung) and how many
+  // have been, by whichever thread holds the request channel (under
+  // request_lock_): what a service thread woken by its sleep's timeout
+  // found (sleep_on_doorbell).
+  wire_header last_rung_{};
+  std::uint64_t rung_delivered_ = 0;
   // Rings held back (see send).
   std::chrono::microseconds ring_delay_{0};
   std::vector<owed_ring> owed_rings_;  // calling thread only
