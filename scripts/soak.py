@@ -9,8 +9,8 @@ random programs against their sequential oracle (api_worker -t stress,
 and its lock, barrier and collection scenarios), the four applications
 at small sizes against their sequential runs, and the substrate's
 scenarios.  A run fails when it exits non-zero, does not report that it
-passed, outlives --timeout (a hang), or says that a request waited for a
-doorbell ring or that UCX got a receive buffer back late.  Every run is
+passed, outlives --timeout (a hang), or says that a message sent with a
+ring waited for it or that UCX got a receive buffer back late.  Every run is
 printed with the command and settings that repeat it; the first failure
 stops the soak with its output unless --keep-going.
 

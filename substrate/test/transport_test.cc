@@ -63,7 +63,7 @@ TEST_P(transport_scenario, passes_on_every_process) {
       << describe(result);
   // UCX names at exit every receive buffer it lent and never got back.
   EXPECT_EQ(result.err.find("was not returned to mpool"), std::string::npos) << describe(result);
-  // A sleeping service thread never misses the ring for a request.
+  // A sleeping service thread never misses the ring of a message sent with one.
   EXPECT_EQ(result.err.find("waited a second for its doorbell"), std::string::npos) << describe(result);
   EXPECT_FALSE(result.stragglers) << "processes outlived the job";
 }
