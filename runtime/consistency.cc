@@ -128,8 +128,6 @@ bool node::incorporate(message_reader& reader, std::vector<std::uint32_t>* still
       for (const page_run& run : record.pages.runs()) {
         std::fill_n(newest + run.first, run.count, record.index);
         mark_bits(noticed_bits_, run.first, run.count);
-      }
-      for (const page_run& run : record.pages.runs()) {
         for (std::uint32_t page = run.first, last = run.first + run.count; page < last; ++page) {
           if (page % 8 == 0 && last - page >= 8 && !any_held(page)) {
             page += 7;
