@@ -218,7 +218,7 @@ void node::handle_lock_request(const incoming_request& request, message_reader& 
   for (auto& entry : requester_time) reader.get(entry);
   if (!reader.ok() || (id >= config_.max_locks && id != heap_lock()))
     return reject(request, "malformed lock request");
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (!forwarded) {
     if (static_cast<int>(id % static_cast<std::uint32_t>(nprocs_)) != rank_)
       return reject(request, "lock request sent to a process that does not manage it");
@@ -236,6 +236,14 @@ void node::handle_lock_request(const incoming_request& request, message_reader& 
       onward.put<std::uint8_t>(1);
       std::byte* at = onward.reserve(requester_time.size() * 4);
       memcpy(at, requester_time.data(), requester_time.size() * 4);
+      // Sent with mutex_ let go.  Handled in place (this process's own
+      // acquire), the send is the calling thread's, which waits for room in
+      // previous's FIFO; holding mutex_ meanwhile would keep this process's
+      // service thread from emptying its own FIFO, and two processes doing
+      // so towards each other could wait for ever.  Nothing here needs the
+      // lock any more: the tail is this request's origin, so no later
+      // request of this lock goes to previous before this one is granted.
+      lock.unlock();
       status sent = link_->forward(request, previous, {onward.bytes()});
       if (!sent) TMK_LOG(error, "forwarding a lock request: %s", sent.message().c_str());
       return;
