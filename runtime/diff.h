@@ -62,8 +62,10 @@ bool diff_merge(std::span<const std::span<const std::byte>> diffs, std::size_t p
 // Writes to out, which has room for diff_max_bytes(page_size), what is
 // left of the diff earlier once the bytes the diff later writes are taken
 // out of it; returns its size (0: later writes every byte earlier does).
-// Applied before later, it leaves what earlier does.  May be larger than
-// earlier by a few bytes (a run cut in two); both diffs well formed for a
+// Applied before later, it leaves what earlier does.  A word left with
+// no bytes between two left with some may stay in a run, its byte mask
+// empty.  May be larger than earlier by a few bytes (a run cut in two,
+// byte masks where earlier's run had none); both diffs well formed for a
 // page of page_size bytes.
 std::size_t diff_subtract(std::span<const std::byte> earlier, std::span<const std::byte> later,
                           std::size_t page_size, std::byte* out);
