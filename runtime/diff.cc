@@ -544,29 +544,47 @@ void nibble_masks(const std::uint8_t* nibbles, std::size_t count, std::uint64_t*
 // one apart, high halves whose top bytes changed before but not since:
 // 40 such pages of FFT's took 2.1 us each as 200-460 runs of a word, 0.8
 // joined (diff_bench's diff_subtract_evolved_doubles: 1.65 and 0.88 us).
+void diff_mark_written(std::span<const std::byte> diff, std::uint8_t* written) {
+  thread_local thread_scratch<std::vector<std::uint8_t>> run_kept;
+  std::vector<std::uint8_t>& run = run_kept.get();
+  if (run.size() < max_run + 8) run.resize(max_run + 8);
+  for_each_run(diff, [&](const diff_run_header& header, const std::byte*, const std::byte* after) {
+    const std::size_t count = header.word_count & max_run;
+    if ((header.word_count & masked_run) == 0) {
+      memset(written + header.first_word, 0xf, count);
+      return;
+    }
+    unpack_nibbles(header, after, run.data());
+    for (std::size_t i = 0; i < count; ++i) written[header.first_word + i] |= run[i];
+  });
+}
+
 std::size_t diff_subtract(std::span<const std::byte> earlier, std::span<const std::byte> later,
                           std::size_t page_size, std::byte* out) {
-  const std::size_t words = page_size / diff_word;
-  thread_local thread_scratch<std::vector<std::uint8_t>> written_kept, left_kept;
-  thread_local thread_scratch<std::vector<std::uint64_t>> any_kept, partial_kept;
+  thread_local thread_scratch<std::vector<std::uint8_t>> written_kept;
   std::vector<std::uint8_t>& written = written_kept.get();
+  written.assign(page_size / diff_word, 0);
+  diff_mark_written(later, written.data());
+  return diff_subtract_written(earlier, written.data(), out);
+}
+
+std::size_t diff_subtract_written(std::span<const std::byte> earlier, const std::uint8_t* written,
+                                  std::byte* out) {
+  thread_local thread_scratch<std::vector<std::uint8_t>> left_kept;
+  thread_local thread_scratch<std::vector<std::uint64_t>> any_kept, partial_kept;
   std::vector<std::uint8_t>& left = left_kept.get();
   std::vector<std::uint64_t>& any = any_kept.get();
   std::vector<std::uint64_t>& partial = partial_kept.get();
-  written.assign(words, 0);
   if (left.size() < max_run + 8) left.resize(max_run + 8);
   if (any.size() < max_run / 64 + 2) {
     any.resize(max_run / 64 + 2);
     partial.resize(max_run / 64 + 2);
   }
-  for_each_run(later, [&](const diff_run_header& header, const std::byte*, const std::byte* after) {
-    unpack_nibbles(header, after, written.data() + header.first_word);
-  });
   std::byte* at = out;
   for_each_run(earlier, [&](const diff_run_header& header, const std::byte* values,
                             const std::byte* after) {
     const std::size_t count = header.word_count & max_run;
-    const std::uint8_t* over = written.data() + header.first_word;
+    const std::uint8_t* over = written + header.first_word;
     unpack_nibbles(header, after, left.data());
     constexpr std::uint64_t nibble_bits = 0x0f0f0f0f0f0f0f0full;
     std::size_t i = 0;

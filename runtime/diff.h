@@ -69,6 +69,13 @@ bool diff_merge(std::span<const std::span<const std::byte>> diffs, std::size_t p
 // page of page_size bytes.
 std::size_t diff_subtract(std::span<const std::byte> earlier, std::span<const std::byte> later,
                           std::size_t page_size, std::byte* out);
+// The same in two steps, for the bytes of several later diffs at once:
+// diff_mark_written adds the bytes diff writes to written (a nibble a
+// word, one a byte, as a diff's byte masks: bit b for byte b), and
+// diff_subtract_written takes the bytes written marks out of earlier.
+void diff_mark_written(std::span<const std::byte> diff, std::uint8_t* written);
+std::size_t diff_subtract_written(std::span<const std::byte> earlier, const std::uint8_t* written,
+                                  std::byte* out);
 
 // The code diffs are made and applied with: the best this CPU runs (the
 // default), or one variant, so that tests cover each.  False if this CPU

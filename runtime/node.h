@@ -93,9 +93,6 @@ struct sealed_diff {
   std::uint32_t first;  // the intervals [first, last] of this process it covers
   std::uint32_t last;
   std::span<const std::byte> bytes;  // in diffs_ (diff_store.h)
-  // The next diff of the page has taken the bytes it writes out of it
-  // (shrink_diffs).
-  bool settled = false;
 };
 
 // A process that asked for this process's diffs of a page: until the
@@ -119,6 +116,7 @@ struct page_extra {
                                         // since it was last left protected instead
   std::uint8_t sample_shift = 0;        // the next is left protected at 2^sample_shift of them
   std::vector<sealed_diff> diffs;       // this process's, in order
+  std::uint32_t diffs_shrunk = 0;       // of them when shrink_diffs last made them smaller
   std::vector<writer_progress> writers; // other processes'
   std::vector<page_reader> readers;     // who reads this process's writes to it
 };
@@ -470,6 +468,7 @@ class node {
   std::size_t diff_bytes_ = 0;
   diff_store diffs_;                    // the bytes of every page_extra's diffs
   std::vector<std::byte> shrink_scratch_;  // shrink_diffs' diff being made smaller
+  std::vector<std::uint8_t> shrink_written_;  // and the bytes written after it
   page_pool twins_;                     // the memory of every twin (populated.h)
   std::vector<std::byte> snapshot_;      // a page copied while the application may write it
   std::vector<std::span<const std::byte>> merge_parts_;  // diffs of a page to merge for a reader

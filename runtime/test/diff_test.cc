@@ -414,6 +414,64 @@ TEST_P(diff_code_variant, what_is_left_of_a_diff_under_a_later_one_acts_as_both)
   EXPECT_EQ(0, memcmp(out.data(), one.data(), one.size()));
 }
 
+// Under several later diffs at once (node::shrink_diffs walks a page's
+// diffs from the last, marking what each writes): what is left of each
+// diff writes exactly its bytes that no later one writes, and the diffs so
+// made smaller, applied in order, leave what the originals leave.  Doubles
+// that settle, whose top bytes change now and then, and words rewritten
+// here and there.
+TEST_P(diff_code_variant, diffs_made_smaller_under_all_later_ones_act_as_the_originals) {
+  std::mt19937 random(29);
+  constexpr std::size_t page_size = 4096;
+  for (int trial = 0; trial < 60; ++trial) {
+    auto page = test::random_bytes(random, page_size);
+    const auto start = page;
+    std::vector<std::vector<std::byte>> diffs(2 + trial % 6);
+    for (auto& diff : diffs) {
+      auto twin = page;
+      if (trial % 2 == 0) {
+        for (std::size_t at = 0; at < page_size; at += 8) {
+          for (std::size_t b = 0; b < 6; ++b) page[at + b] ^= std::byte(1 + random() % 255);
+          if (random() % 4 == 0) page[at + 6] ^= std::byte(1 + random() % 255);
+          if (random() % 16 == 0) page[at + 7] ^= std::byte(1 + random() % 255);
+        }
+      } else {
+        for (int w = 1 + static_cast<int>(random() % 400); w > 0; --w)
+          page[random() % page_size] ^= std::byte(1 + random() % 255);
+      }
+      diff_create(twin.data(), page.data(), page_size, diff);
+    }
+    std::vector<std::vector<std::byte>> smaller(diffs.size());
+    smaller.back() = diffs.back();
+    std::vector<std::uint8_t> written(page_size / diff_word, 0);
+    for (std::size_t i = diffs.size() - 1; i-- > 0;) {
+      diff_mark_written(smaller[i + 1], written.data());
+      smaller[i].resize(diff_max_bytes(page_size));
+      smaller[i].resize(diff_subtract_written(diffs[i], written.data(), smaller[i].data()));
+      ASSERT_TRUE(diff_valid(smaller[i], page_size));
+      auto kept = bytes_written(smaller[i], page_size), mine = bytes_written(diffs[i], page_size);
+      std::vector<bool> after(page_size, false);
+      for (std::size_t j = i + 1; j < diffs.size(); ++j) {
+        auto theirs = bytes_written(diffs[j], page_size);
+        for (std::size_t at = 0; at < page_size; ++at) after[at] = after[at] || theirs[at];
+      }
+      for (std::size_t at = 0; at < page_size; ++at)
+        ASSERT_EQ(kept[at], mine[at] && !after[at]) << trial << " diff " << i << " byte " << at;
+    }
+    auto rebuilt = start;
+    for (const auto& diff : smaller) ASSERT_TRUE(diff_apply(rebuilt.data(), page_size, diff));
+    ASSERT_EQ(rebuilt, page) << trial;
+    if (trial % 2 == 0 && diffs.size() >= 4) {
+      std::size_t before = 0, after = 0;
+      for (std::size_t i = 0; i + 1 < diffs.size(); ++i) {
+        before += diffs[i].size();
+        after += smaller[i].size();
+      }
+      EXPECT_LT(after * 4, before) << trial;  // the top bytes are written again soon
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(all, diff_code_variant,
                          ::testing::Values(diff_code::best, diff_code::avx512, diff_code::avx2,
                                            diff_code::portable),
