@@ -83,11 +83,11 @@ void diff_apply_page(benchmark::State& state) { diff_apply(state, false); }
 void diff_create_low_bytes(benchmark::State& state) { diff_create(state, true); }
 void diff_apply_low_bytes(benchmark::State& state) { diff_apply(state, true); }
 
-// What the runtime pays to make a kept diff smaller when a later one
-// rewrites its bytes (node::shrink_diffs): the diff of a page of floats
-// rewritten (the low three bytes of every word, the high byte of one word
-// in 64) less the bytes of the next such rewrite.
-void diff_subtract_rewritten_floats(benchmark::State& state) {
+// Times the diff of pages[0] to pages[1] less that of pages[1] to
+// pages[2], where pages[k] is pages[k - 1] with word i xor-ed with
+// change(k, i).
+template <typename Change>
+void time_subtract(benchmark::State& state, Change change) {
   std::vector<std::byte> pages[3];
   pages[0].resize(page_size);
   for (std::size_t i = 0; i < words; ++i) {
@@ -99,8 +99,7 @@ void diff_subtract_rewritten_floats(benchmark::State& state) {
     for (std::size_t i = 0; i < words; ++i) {
       std::uint32_t value;
       std::memcpy(&value, pages[k].data() + i * tmk::diff_word, sizeof value);
-      value ^= 0x5a5a5a;
-      if (i % 64 == static_cast<std::size_t>(k)) value ^= 0x11000000;
+      value ^= change(k, i);
       std::memcpy(pages[k].data() + i * tmk::diff_word, &value, sizeof value);
     }
   }
@@ -118,6 +117,16 @@ void diff_subtract_rewritten_floats(benchmark::State& state) {
   state.counters["left_bytes"] = static_cast<double>(size);
 }
 
+// What the runtime pays to make a kept diff smaller when a later one
+// rewrites its bytes (node::shrink_diffs): the diff of a page of floats
+// rewritten (the low three bytes of every word, the high byte of one word
+// in 64) less the bytes of the next such rewrite.
+void diff_subtract_rewritten_floats(benchmark::State& state) {
+  time_subtract(state, [](int k, std::size_t i) {
+    return 0x5a5a5au | (i % 64 == static_cast<std::size_t>(k) ? 0x11000000u : 0u);
+  });
+}
+
 // The same for a page of doubles rewritten as FFT's time steps rewrite
 // theirs, the values settling: each interval changes every double's low
 // word and the low two bytes of its high word, the top one (sign and
@@ -127,42 +136,17 @@ void diff_subtract_rewritten_floats(benchmark::State& state) {
 // (FFT 32^3 on 2 processes: 200-480 such words a page, 35-67% of the
 // bytes).
 void diff_subtract_evolved_doubles(benchmark::State& state) {
-  std::vector<std::byte> pages[3];
   std::uint64_t seed = 12345;
   auto draw = [&](unsigned odds) {  // true one time in odds
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
     return (seed >> 33) % odds == 0;
   };
-  pages[0].resize(page_size);
-  for (std::size_t i = 0; i < words; ++i) {
-    std::uint32_t value = static_cast<std::uint32_t>(i * 2654435761u);
-    std::memcpy(pages[0].data() + i * tmk::diff_word, &value, sizeof value);
-  }
-  for (int k = 1; k < 3; ++k) {
-    pages[k] = pages[k - 1];
-    for (std::size_t i = 0; i < words; ++i) {
-      std::uint32_t flip = i % 2 == 0 ? 0xffffffffu : 0x0000ffffu;
-      if (i % 2 == 1 && (k == 1 ? !draw(8) : draw(4))) flip |= 0x00ff0000u;
-      if (i % 2 == 1 && draw(8)) flip |= 0xff000000u;
-      std::uint32_t value;
-      std::memcpy(&value, pages[k].data() + i * tmk::diff_word, sizeof value);
-      value ^= flip & 0x5a5a5a5au;
-      value ^= flip & 0x01010101u;  // every flipped byte changes
-      std::memcpy(pages[k].data() + i * tmk::diff_word, &value, sizeof value);
-    }
-  }
-  std::vector<std::byte> earlier, later;
-  tmk::diff_create(pages[0].data(), pages[1].data(), page_size, earlier);
-  tmk::diff_create(pages[1].data(), pages[2].data(), page_size, later);
-  alignas(64) static std::byte out[tmk::diff_max_bytes(page_size)];
-  std::size_t size = 0;
-  for (auto _ : state) {
-    size = tmk::diff_subtract(earlier, later, page_size, out);
-    benchmark::DoNotOptimize(out);
-    benchmark::ClobberMemory();
-  }
-  state.counters["diff_bytes"] = static_cast<double>(earlier.size());
-  state.counters["left_bytes"] = static_cast<double>(size);
+  time_subtract(state, [&](int k, std::size_t i) {
+    std::uint32_t bytes = i % 2 == 0 ? 0xffffffffu : 0x0000ffffu;  // the bytes that change
+    if (i % 2 == 1 && (k == 1 ? !draw(8) : draw(4))) bytes |= 0x00ff0000u;
+    if (i % 2 == 1 && draw(8)) bytes |= 0xff000000u;
+    return bytes & 0x5b5b5b5bu;  // nonzero in each of them
+  });
 }
 
 void memcpy_page(benchmark::State& state) {
