@@ -537,17 +537,7 @@ void nibble_masks(const std::uint8_t* nibbles, std::size_t count, std::uint64_t*
 
 }  // namespace
 
-// The nibbles of the bytes later writes, one a word; then, run by run of
-// earlier, those of its bytes not among them, eight words at a time, and
-// the stretches of words left with any, found in bit masks as
-// diff_create's runs are.  A word left with none between two left with
-// some but not all of their bytes joins the stretches on either side (its
-// nibble 0: applying it writes nothing): those carry byte masks anyway,
-// so that costs at most a byte, where a run of its own costs a header.
-// A page of doubles that each interval changes (FFT) leaves single words
-// one apart, high halves whose top bytes changed before but not since:
-// 40 such pages of FFT's took 2.1 us each as 200-460 runs of a word, 0.8
-// joined (diff_bench's diff_subtract_evolved_doubles: 1.65 and 0.88 us).
+// Each run's nibbles added to written's, sixteen at a time.
 void diff_mark_written(std::span<const std::byte> diff, std::uint8_t* written) {
   for_each_run(diff, [&](const diff_run_header& header, const std::byte*, const std::byte* after) {
     unpack_nibbles<true>(header, after, written + header.first_word);
@@ -563,6 +553,16 @@ std::size_t diff_subtract(std::span<const std::byte> earlier, std::span<const st
   return diff_subtract_written(earlier, written.data(), out);
 }
 
+// Run by run of earlier, the nibbles of its bytes not among written's,
+// eight words at a time, and the stretches of words left with any, found
+// in bit masks as diff_create's runs are.  A word left with none between two left with
+// some but not all of their bytes joins the stretches on either side (its
+// nibble 0: applying it writes nothing): those carry byte masks anyway,
+// so that costs at most a byte, where a run of its own costs a header.
+// A page of doubles that each interval changes (FFT) leaves single words
+// one apart, high halves whose top bytes changed before but not since:
+// 40 such pages of FFT's took 2.1 us each as 200-460 runs of a word, 0.8
+// joined (diff_bench's diff_subtract_evolved_doubles: 1.65 and 0.88 us).
 std::size_t diff_subtract_written(std::span<const std::byte> earlier, const std::uint8_t* written,
                                   std::byte* out) {
   thread_local thread_scratch<std::vector<std::uint8_t>> left_kept;
