@@ -15,6 +15,7 @@ import datetime
 import os
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -93,6 +94,18 @@ def halt_polling():
     return "after the guest's halt-polling window, up to %d ns" % ns
 
 
+def hold_cpu_latency(us):
+    """Asks this host's idle CPUs to wake within us microseconds, as
+    TMK_CPU_LATENCY_US does, for as long as the returned file stays open;
+    None where the kernel's PM QoS file cannot be written (not root)."""
+    try:
+        held = open("/dev/cpu_dma_latency", "wb", buffering=0)
+        held.write(struct.pack("i", us))
+        return held
+    except OSError:
+        return None
+
+
 def median(values):
     return statistics.median(values) if values else float("nan")
 
@@ -131,6 +144,14 @@ def main():
     # while the client spins for the reply on its own.  Both tools with
     # both processes on one CPU compare the wake-ups alone.
     one_cpu = {"sleep": [], "doorbell": [], "UCX wake-up": []}
+    # With TMK_CPU_LATENCY_US=0 idle CPUs poll instead of halting, and a
+    # sleeping service thread wakes at once; ucx_perftest -E sleep is run
+    # with the same request held, beside its runs without.
+    polling = {"sleep": [], "just asleep": [], "idle": []}
+    probe = hold_cpu_latency(0)
+    can_poll = probe is not None
+    if probe is not None:
+        probe.close()
 
     for round_number in range(options.rounds):
         print("round %d of %d" % (round_number + 1, options.rounds), file=sys.stderr)
@@ -162,6 +183,15 @@ def main():
         one_cpu["UCX wake-up"].append(pingpong(options.build, [8], dict(short_spin, TMK_DOORBELL="off"),
                                                gap_us=3, iterations=2000, stream=0,
                                                prefix=ONE_CPU)[8][0])
+        if can_poll:
+            held = hold_cpu_latency(0)
+            polling["sleep"].append(perftest("ucp_am_lat", 8, 20000, ["-E", "sleep"])[0])
+            held.close()
+            polling["just asleep"].append(pingpong(options.build, [8], dict(short_spin, TMK_CPU_LATENCY_US="0"),
+                                                   gap_us=3, iterations=2000, stream=0)[8][0])
+            polling["idle"].append(pingpong(options.build, [8],
+                                            dict(variants["am, interrupt"], TMK_CPU_LATENCY_US="0"),
+                                            gap_us=options.gap_us, iterations=1000, stream=0)[8][0])
 
     floor = {key: median(values) for key, values in raw.items()}
     rtt = {name: {size: median(ours[name][size][0]) for size in sizes} for name in variants}
@@ -170,6 +200,7 @@ def main():
 
     am = rtt["am, interrupt"]
     shared = {name: median(values) for name, values in one_cpu.items()}
+    polled = {name: median(values) for name, values in polling.items()}
     today = datetime.date.today().isoformat()
     lines = [
         "## Substrate: ping-pong beside ucx_perftest",
@@ -211,6 +242,19 @@ def main():
         "| round trip 8 B, server asleep on an idle CPU (ucp_am_lat -E sleep; tmk am, default spin, requests %d us apart) | %.3f | %.3f | %.2f | |"
         % (options.gap_us, floor["sleep 8"], asleep["am, interrupt"][8],
            asleep["am, interrupt"][8] / floor["sleep 8"]),
+    ]
+    if can_poll:
+        lines += [
+            "| round trip 8 B, server just asleep, idle CPUs polling (ucp_am_lat -E sleep; tmk am, TMK_SERVICE_SPIN_US=1, TMK_CPU_LATENCY_US=0, requests 3 us apart) | %.3f | %.3f | %.2f | <= 1.5 |"
+            % (floor["sleep 8"], polled["just asleep"], polled["just asleep"] / floor["sleep 8"]),
+            "| the same, ucp_am_lat -E sleep also with idle CPUs polling | %.3f | %.3f | %.2f | |"
+            % (polled["sleep"], polled["just asleep"], polled["just asleep"] / polled["sleep"]),
+            "| round trip 8 B, server asleep on an idle CPU that polls (ucp_am_lat -E sleep; tmk am, default spin, TMK_CPU_LATENCY_US=0, requests %d us apart) | %.3f | %.3f | %.2f | |"
+            % (options.gap_us, floor["sleep 8"], polled["idle"], polled["idle"] / floor["sleep 8"]),
+        ]
+    else:
+        lines.append("| idle CPUs polling (TMK_CPU_LATENCY_US=0) | not measured: /dev/cpu_dma_latency cannot be written here | | | |")
+    lines += [
         "",
         "Every size and mode (round trip us / stream MB/s; `pingpong --csv` per variant):",
         "",

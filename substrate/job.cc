@@ -167,6 +167,7 @@ job::~job() {
     if (connection && connection->fd >= 0) close(connection->fd);
   close(failure_fd_);
   close(wake_fd_);
+  if (cpu_latency_fd_ >= 0) close(cpu_latency_fd_);
   if (shared_lines_ != nullptr) munmap(shared_lines_, shared_bytes_);
   if (current_job == this) current_job = nullptr;
 }
@@ -212,7 +213,36 @@ result<std::unique_ptr<job>> job::start(const launch_config& config, int nprocs_
     return outcome;
   }
   started->bind_to_core();
+  started->request_cpu_latency();
   return started;
+}
+
+// TMK_CPU_LATENCY_US: a PM QoS request, held as long as the file stays open
+// (the kernel drops it at the last close, at exit at the latest), that no
+// idle CPU of this host take longer than that to wake.  At 0 the idle loop
+// polls instead of halting.  On the machine of BENCHMARKS.md a halted CPU
+// took 10-25 us to run a woken service thread: a request to a process whose
+// service thread slept took 13-15 us a round trip with requests 3 us apart,
+// 24-30 with 100 us between them, and 3.0-3.6 with the request held.  It
+// costs the power of CPUs that poll when idle, for as long as the job runs,
+// hence no request unless asked.  One process alone wakes nobody.
+void job::request_cpu_latency() {
+  if (!config_.cpu_latency_us || size_ == 1) return;
+  int fd = open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
+  auto value = static_cast<std::int32_t>(*config_.cpu_latency_us);
+  if (fd < 0 || write(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) {
+    int error = errno;
+    if (fd >= 0) close(fd);
+    // Said by process 0, not by every process.
+    if (rank_ == 0)
+      TMK_LOG(warn, "TMK_CPU_LATENCY_US=%u: cannot ask for it through /dev/cpu_dma_latency (%s); "
+              "idle CPUs sleep as they would", *config_.cpu_latency_us, strerror(error));
+    else
+      TMK_LOG(debug, "cannot ask for TMK_CPU_LATENCY_US: %s", strerror(error));
+    return;
+  }
+  cpu_latency_fd_ = fd;
+  TMK_LOG(debug, "idle CPUs asked to wake within %u us", *config_.cpu_latency_us);
 }
 
 // Pins this process (and every thread it starts later) to one of the cores

@@ -136,6 +136,7 @@ class job {
   [[noreturn]] void die(int exit_code);
   void broadcast(std::uint32_t type, const std::string& payload, int except_rank);
   void bind_to_core();
+  void request_cpu_latency();
   void abort_start(const std::string& why);
   void map_shared_lines(bool make);
 
@@ -153,6 +154,7 @@ class job {
   std::atomic<bool> finishing_{false};
   int failure_fd_ = -1;
   int wake_fd_ = -1;
+  int cpu_latency_fd_ = -1;  // held open while the job runs (TMK_CPU_LATENCY_US)
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   status failure_;

@@ -42,6 +42,10 @@ const setting_description substrate_table[] = {
     {"TMK_STDOUT", "0", "whose standard output is shown: 0 (process 0 only) or all"},
     {"TMK_BIND", "none",
      "pin each process to a core: core, none, or auto (pin when the host has a core for each)"},
+    {"TMK_CPU_LATENCY_US", "",
+     "wake-up latency the job asks of its hosts' idle CPUs while it runs (microseconds, "
+     "through /dev/cpu_dma_latency, which needs root; 0: idle CPUs poll instead of halting, "
+     "so that a sleeping service thread wakes in microseconds; unset: no request)"},
     {"TMK_LOG_LEVEL", "warn", "diagnostics on standard error: error, warn, info, debug, trace"},
     {"TMK_RANK", "", "this process's rank when processes are started by hand (with TMK_ROOT)"},
     {"TMK_ROOT", "", "host:port where process 0 listens when processes are started by hand"},

@@ -121,6 +121,11 @@ result<launch_config> launch_config::from_environment() {
     if (!choice) return choice.error();
     config.bind = static_cast<bind_mode>(*choice);
   }
+  if (auto value = setting_value("TMK_CPU_LATENCY_US")) {
+    auto parsed = parse_unsigned("TMK_CPU_LATENCY_US", *value, 0, 1000000);
+    if (!parsed) return parsed.error();
+    config.cpu_latency_us = static_cast<unsigned>(*parsed);
+  }
   if (auto value = setting_value("TMK_CONNECT_TIMEOUT")) {
     auto parsed = parse_seconds("TMK_CONNECT_TIMEOUT", *value, 0.1, 86400);
     if (!parsed) return parsed.error();

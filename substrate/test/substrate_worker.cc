@@ -7,6 +7,7 @@
 // Every scenario checks its own data and prints "NAME: passed" at process
 // 0 when every process succeeded; a mismatch prints what differed and
 // makes the job's exit status non-zero.
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
@@ -524,6 +525,22 @@ struct worker {
     }
   }
 
+  // What this host's idle CPUs are asked while the job runs
+  // (TMK_CPU_LATENCY_US, read back from the kernel's PM QoS file): printed
+  // by process 0, after an exchange with every process, for the test to
+  // compare.
+  void cpu_latency() {
+    all_pairs(2);
+    if (rank != 0) return;
+    int fd = open("/dev/cpu_dma_latency", O_RDONLY | O_CLOEXEC);
+    std::int32_t value = 0;
+    if (fd < 0 || read(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value))
+      printf("cpu latency: unreadable (%s)\n", strerror(errno));
+    else
+      printf("cpu latency: %d\n", value);
+    if (fd >= 0) close(fd);
+  }
+
   // One-way messages sent unrung (send_one_way_unrung), from process 0 to
   // process 1: `count` in one segment while process 1 computes outside the
   // substrate, its service thread asleep, then `count` of each size above
@@ -782,6 +799,7 @@ int main(int argc, char** argv) {
   else if (scenario == "lent") self.lent_replies(20);
   else if (scenario == "unrung") self.unrung(10, std::chrono::milliseconds(150));
   else if (scenario == "unrung-idle") self.unrung(2, std::chrono::milliseconds(1300));
+  else if (scenario == "cpu-latency") self.cpu_latency();
   else self.the_job->fatal("unknown scenario " + scenario);
 
   int exit_status = self.the_job->finish(self.failures == 0 ? 0 : 1);

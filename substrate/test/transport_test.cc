@@ -3,8 +3,13 @@
 // data path, in both notification modes; failures (a killed peer, a peer
 // that never arrives, bad options) end every process promptly with a
 // message that names the cause.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
 
 #include <string>
 #include <tuple>
@@ -148,6 +153,43 @@ TEST(transport_bad_input, unknown_doorbell_choice_is_named) {
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_NE(result.err.find("TMK_DOORBELL=maybe: expected one of on, off"), std::string::npos)
       << describe(result);
+}
+
+// TMK_CPU_LATENCY_US asks this host's idle CPUs, through the kernel's PM
+// QoS file, to wake within that many microseconds while the job runs, and
+// the request ends with the job.  Where this process cannot read that
+// file, the job cannot write it either (it is root's): the job runs all the
+// same and process 0 says why.  A value that is not a number of
+// microseconds stops the job, naming it.
+TEST(transport_settings, cpu_latency_is_asked_while_the_job_runs) {
+  auto current = []() -> std::optional<std::int32_t> {
+    int fd = open("/dev/cpu_dma_latency", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    std::int32_t value = 0;
+    bool got = read(fd, &value, sizeof value) == static_cast<ssize_t>(sizeof value);
+    close(fd);
+    return got ? std::optional<std::int32_t>(value) : std::nullopt;
+  };
+  std::optional<std::int32_t> before = current();
+  for (int index : {0, 2}) {
+    program_result result =
+        run_worker("cpu-latency", 2, backends[index], "interrupt", {{"TMK_CPU_LATENCY_US", "7"}});
+    EXPECT_EQ(result.exit_code, 0) << describe(result);
+    if (before) {
+      std::string expected = "cpu latency: " + std::to_string(std::min<std::int32_t>(*before, 7)) + "\n";
+      EXPECT_NE(result.out.find(expected), std::string::npos) << describe(result);
+      EXPECT_EQ(current(), before) << "the request outlived the job";
+    } else {
+      EXPECT_NE(result.err.find("TMK_CPU_LATENCY_US=7: cannot ask for it"), std::string::npos)
+          << describe(result);
+    }
+  }
+  program_result bad =
+      run_worker("all-pairs", 2, backends[0], "interrupt", {{"TMK_CPU_LATENCY_US", "soon"}});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("TMK_CPU_LATENCY_US=soon: expected a whole number from 0 to 1000000"),
+            std::string::npos)
+      << describe(bad);
 }
 
 INSTANTIATE_TEST_SUITE_P(
