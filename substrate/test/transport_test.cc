@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
-
 #include <string>
 #include <tuple>
 
