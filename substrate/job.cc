@@ -249,12 +249,16 @@ void job::request_cpu_latency() {
 // it may run on, process k of the host on the k-th: a process that stays on
 // its core keeps its data in that core's caches, and its service thread
 // wakes where its computation runs instead of pushing another process's
-// off.  TMK_BIND=auto pins only when the host has a core for every process
-// of the job, TMK_BIND=core always.  The default, TMK_BIND=none, leaves
-// placement to the kernel: a pinned service thread can only spin on its own
-// caller's core, and a program bound by lock transfers (api_worker
-// memory-locks) took 3 times as long with 3 or 4 processes pinned on the 2
-// cores of BENCHMARKS.md, though SOR and Jacobi on 8 took 6-22% less time.
+// off.  TMK_BIND=auto, the default, pins only when the host has a core for
+// every process of the job: left to the kernel, the callers of 2 processes
+// on the 2 cores of BENCHMARKS.md started on the same core in about a
+// third of the runs, and each then waited at barriers for the other's
+// time slice (FFT took 6-20 ms instead of 3.3) until the kernel moved one.
+// TMK_BIND=core pins always, TMK_BIND=none never: with more processes than
+// cores a pinned service thread can only run on its own caller's core, and
+// a program bound by lock transfers (api_worker memory-locks) took 3 times
+// as long with 3 or 4 processes pinned on 2 cores, though SOR and Jacobi
+// on 8 took 6-22% less time.
 void job::bind_to_core() {
   if (config_.bind == bind_mode::none) return;
   cpu_set_t allowed;

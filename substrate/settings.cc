@@ -40,8 +40,8 @@ const setting_description substrate_table[] = {
     {"TMK_CONNECT_TIMEOUT", "30", "seconds to wait for every process to arrive at start-up"},
     {"TMK_PEER_TIMEOUT", "30", "seconds of silence after which a peer is declared lost"},
     {"TMK_STDOUT", "0", "whose standard output is shown: 0 (process 0 only) or all"},
-    {"TMK_BIND", "none",
-     "pin each process to a core: core, none, or auto (pin when the host has a core for each)"},
+    {"TMK_BIND", "auto",
+     "pin each process to a core: auto (when the host has a core for each), core, or none"},
     {"TMK_CPU_LATENCY_US", "",
      "wake-up latency the job asks of its hosts' idle CPUs while it runs (microseconds, "
      "through /dev/cpu_dma_latency, which needs root; 0: idle CPUs poll instead of halting, "

@@ -41,7 +41,7 @@ enum class bind_mode { automatic, core, none };
 
 struct launch_config {
   int nprocs = 0;                  // 0: not given (TMK_NPROCS, -n or the launcher decide)
-  bind_mode bind = bind_mode::none;  // TMK_BIND
+  bind_mode bind = bind_mode::automatic;  // TMK_BIND
   std::optional<unsigned> cpu_latency_us;  // TMK_CPU_LATENCY_US
   bool all_stdout = false;         // show every process's standard output
   double connect_timeout = 30;     // seconds for every process to arrive

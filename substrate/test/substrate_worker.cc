@@ -7,6 +7,7 @@
 // Every scenario checks its own data and prints "NAME: passed" at process
 // 0 when every process succeeded; a mismatch prints what differed and
 // makes the job's exit status non-zero.
+#include <dirent.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 extern "C" size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -541,6 +543,36 @@ struct worker {
     if (fd >= 0) close(fd);
   }
 
+  // Where this process's threads may run (TMK_BIND), once every process
+  // has started its threads: each thread's allowed CPUs from /proc, the
+  // distinct lists printed on standard error by every process.
+  void placement() {
+    all_pairs(2);
+    std::vector<std::string> lists;
+    if (DIR* tasks = opendir("/proc/self/task")) {
+      while (dirent* task = readdir(tasks)) {
+        if (task->d_name[0] == '.') continue;
+        std::string path = std::string("/proc/self/task/") + task->d_name + "/status";
+        FILE* status = fopen(path.c_str(), "r");
+        if (status == nullptr) continue;
+        char line[512];
+        while (fgets(line, sizeof line, status) != nullptr)
+          if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
+            std::string list = line + 18;
+            list.erase(0, list.find_first_not_of(" \t"));
+            list.erase(list.find_last_not_of(" \t\n") + 1);
+            if (std::find(lists.begin(), lists.end(), list) == lists.end()) lists.push_back(list);
+          }
+        fclose(status);
+      }
+      closedir(tasks);
+    }
+    std::string joined;
+    for (const auto& list : lists) joined += (joined.empty() ? "" : " ") + list;
+    fprintf(stderr, "placement: process %d on %s\n", rank, joined.c_str());
+    fflush(stderr);
+  }
+
   // One-way messages sent unrung (send_one_way_unrung), from process 0 to
   // process 1: `count` in one segment while process 1 computes outside the
   // substrate, its service thread asleep, then `count` of each size above
@@ -800,6 +832,7 @@ int main(int argc, char** argv) {
   else if (scenario == "unrung") self.unrung(10, std::chrono::milliseconds(150));
   else if (scenario == "unrung-idle") self.unrung(2, std::chrono::milliseconds(1300));
   else if (scenario == "cpu-latency") self.cpu_latency();
+  else if (scenario == "placement") self.placement();
   else self.the_job->fatal("unknown scenario " + scenario);
 
   int exit_status = self.the_job->finish(self.failures == 0 ? 0 : 1);

@@ -4,6 +4,7 @@
 // that never arrives, bad options) end every process promptly with a
 // message that names the cause.
 #include <fcntl.h>
+#include <sched.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "run_program.h"
 
@@ -189,6 +191,49 @@ TEST(transport_settings, cpu_latency_is_asked_while_the_job_runs) {
   EXPECT_NE(bad.err.find("TMK_CPU_LATENCY_US=soon: expected a whole number from 0 to 1000000"),
             std::string::npos)
       << describe(bad);
+}
+
+// TMK_BIND: by default (auto) each process of a forked job is held, with
+// every thread it runs, to one of the CPUs it could use, process k to the
+// k-th, when there is one for each; with more processes than CPUs auto
+// leaves them where they were, as TMK_BIND=none always does, and
+// TMK_BIND=core pins them all the same.  The test holds itself to two
+// CPUs first (its jobs inherit that), so what is expected does not depend
+// on the machine's size.
+TEST(transport_settings, processes_are_pinned_when_the_host_has_a_cpu_for_each) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu)
+    if (CPU_ISSET(cpu, &before)) cpus.push_back(cpu);
+  cpu_set_t two;
+  CPU_ZERO(&two);
+  for (int cpu : cpus) CPU_SET(cpu, &two);
+  ASSERT_EQ(sched_setaffinity(0, sizeof two, &two), 0);
+  std::string both = std::to_string(cpus.front());
+  if (cpus.size() == 2)
+    both += (cpus[1] == cpus[0] + 1 ? "-" : ",") + std::to_string(cpus[1]);
+  auto pinned = [&](int process) {
+    return cpus.size() < 2 ? both : std::to_string(cpus[process % 2]);
+  };
+  auto expect_placement = [&](int nprocs, const char* bind, auto expected) {
+    std::vector<std::pair<std::string, std::string>> env;
+    if (bind != nullptr) env.push_back({"TMK_BIND", bind});
+    program_result result = run_worker("placement", nprocs, backends[0], "interrupt", env);
+    EXPECT_EQ(result.exit_code, 0) << describe(result);
+    for (int process = 0; process < nprocs; ++process) {
+      std::string line = "placement: process " + std::to_string(process) + " on " + expected(process) + "\n";
+      EXPECT_NE(result.err.find(line), std::string::npos)
+          << "TMK_BIND=" << (bind ? bind : "(default)") << ", " << nprocs
+          << " processes: expected " << line << describe(result);
+    }
+  };
+  expect_placement(2, nullptr, pinned);
+  expect_placement(2, "auto", pinned);
+  expect_placement(2, "none", [&](int) { return both; });
+  expect_placement(3, nullptr, [&](int) { return both; });
+  expect_placement(3, "core", pinned);
+  sched_setaffinity(0, sizeof before, &before);
 }
 
 INSTANTIATE_TEST_SUITE_P(
