@@ -253,7 +253,7 @@ void job::request_cpu_latency() {
 // every process of the job: left to the kernel, the callers of 2 processes
 // on the 2 cores of BENCHMARKS.md started on the same core in about a
 // third of the runs, and each then waited at barriers for the other's
-// time slice (FFT took 6-20 ms instead of 3.3) until the kernel moved one.
+// time slice (FFT took 6-22 ms instead of 3.3) until the kernel moved one.
 // TMK_BIND=core pins always, TMK_BIND=none never: with more processes than
 // cores a pinned service thread can only run on its own caller's core, and
 // a program bound by lock transfers (api_worker memory-locks) took 3 times
