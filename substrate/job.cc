@@ -17,6 +17,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -282,10 +283,23 @@ void job::bind_to_core() {
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
-    if (sched_setaffinity(0, sizeof one, &one) != 0)
+    if (sched_setaffinity(0, sizeof one, &one) != 0) {
       TMK_LOG(warn, "cannot pin process %d to CPU %d: %s", rank_, cpu, strerror(errno));
-    else
-      TMK_LOG(debug, "pinned to CPU %d", cpu);
+      return;
+    }
+    // Threads started later inherit the pin; those the process has already
+    // (a launcher's or a sanitizer's, or the program's own started before
+    // Tmk_startup) are pinned with it.  One that ended meanwhile: nothing
+    // to do.
+    if (DIR* tasks = opendir("/proc/self/task")) {
+      pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
+      while (dirent* task = readdir(tasks)) {
+        pid_t thread = static_cast<pid_t>(atoi(task->d_name));
+        if (thread > 0 && thread != self) sched_setaffinity(thread, sizeof one, &one);
+      }
+      closedir(tasks);
+    }
+    TMK_LOG(debug, "pinned to CPU %d", cpu);
     return;
   }
 }
