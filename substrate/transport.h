@@ -303,6 +303,11 @@ class transport {
   // Nothing on the channel needs its owner's progress before it sleeps
   // (a send still going out moves only with it).
   virtual bool settled(channel) const { return true; }
+  // Whether the request channel's event fd turns ready for every request
+  // that comes, armed or not (kernel sockets), rather than only once armed
+  // (UCX): a caller that takes the channel then mutes the service thread
+  // in every wait (see serve_while_waiting).
+  virtual bool signals_unarmed() const { return false; }
   // Receive buffers a channel cycles through, each filled by whichever
   // sender's message comes next, and the message size that fills one:
   // warm_up() sends every other process that many of that size, so that
@@ -438,9 +443,10 @@ class transport {
   // Takes the channel if it is free and serves what has come; true if it
   // handled any.  Taking it, the caller mutes the service thread (stops its
   // sleep listening to the channel), so that a request that comes wakes
-  // nobody, if its last wait served a request or the host's processes
-  // outnumber its cores (mute_on_hold_): muting and listening again cost
-  // two system calls, wasted in a wait that gets no request.
+  // nobody, if its last wait served a request, the host's processes
+  // outnumber its cores, or the channel signals unarmed (mute_on_hold_):
+  // muting and listening again cost two system calls, wasted in a wait
+  // that gets no request.
   bool serve_while_waiting(channel_hold& hold);
   // Runs the handler for each caller_request received whole, in the order
   // they began to arrive; true if it ran any.

@@ -33,6 +33,7 @@ class sockets_transport final : public transport {
               std::size_t payload_length) override;
   unsigned progress(channel which) override;
   bool arm(channel) override { return true; }
+  bool signals_unarmed() const override { return true; }
   int event_fd(channel which) const override;
   status flush_channel(channel) override { return status::ok(); }
 
