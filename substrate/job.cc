@@ -17,7 +17,6 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -292,7 +291,7 @@ void job::bind_to_core() {
     // Tmk_startup) are pinned with it.  One that ended meanwhile: nothing
     // to do.
     if (DIR* tasks = opendir("/proc/self/task")) {
-      pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
+      pid_t self = gettid();
       while (dirent* task = readdir(tasks)) {
         pid_t thread = static_cast<pid_t>(atoi(task->d_name));
         if (thread > 0 && thread != self) sched_setaffinity(thread, sizeof one, &one);
