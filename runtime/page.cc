@@ -110,6 +110,9 @@ bool node::handle_fault(void* address) {
   auto* at = static_cast<std::byte*>(address);
   if (at < shared_base_ || at >= shared_base_ + config_.shared_size) return false;
   auto page = static_cast<std::uint32_t>((at - shared_base_) / static_cast<std::ptrdiff_t>(page_size_));
+  // The program computed up to here: requests that came meanwhile may be
+  // waiting for the core this thread holds (transport::serve_pending).
+  link_->serve_pending();
   std::unique_lock lock(mutex_);
   switch (state_of(page)) {
     case page_state::read_write:

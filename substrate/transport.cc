@@ -928,6 +928,26 @@ bool transport::serve_caller_requests() {
   return served;
 }
 
+// A service thread woken for a request while its caller computes waits
+// for the core that caller holds, pinned to the same one or sharing a
+// busy host, and the kernel's scheduler often lets the caller run on
+// until it enters a wait or the next tick (BENCHMARKS.md: 250-450 us for
+// some of SOR's first-phase faults).  A caller that enters the substrate
+// meanwhile, for a fault of its own, serves the request itself.  Only
+// with doorbells, which tell whether the service thread has been rung and
+// not run: it sleeps unrung in most calls (one load), and a request whose
+// ring is held back is rung within TMK_RING_DELAY_US.  Without them the
+// hand-back re-arms the channel, and a woken service thread may find it
+// taken (sockets: FFT on 2 processes took 1.02 times as long this way).
+bool transport::serve_pending() {
+  if (!doorbells_ || serving_flag) return false;
+  if (word(bell_of(rank_).asleep).load(std::memory_order_relaxed) != 0) return false;
+  channel_hold hold{std::unique_lock(request_lock_, std::defer_lock)};
+  bool served = serve_while_waiting(hold);
+  hand_back(hold);
+  return served;
+}
+
 bool transport::serve_while_waiting(channel_hold& hold) {
   if (config_.notify == notify_mode::poll || !service_.joinable()) return false;
   if (!hold.own.owns_lock()) {

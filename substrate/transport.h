@@ -266,6 +266,11 @@ class transport {
   // Calling thread: it is about to wait outside the substrate (or is done
   // with it), so its core is free for the service thread.
   void set_caller_idle(bool idle);
+  // Calling thread, between waits and holding no lock of the layer above:
+  // serves the requests that have come to this process if its service
+  // thread has been rung for them and has not run yet; true if it served
+  // any.  With doorbells only (see transport.cc).
+  bool serve_pending();
 
   // Either thread: replies to the origin of a request.
   status reply(const reply_token& to, parts payload);

@@ -82,6 +82,7 @@ struct worker {
   }
   std::atomic<int> deferred_count{0};
   std::atomic<int> echoes_served{0};
+  std::atomic<int> echoes_on_caller{0};
   int deferred_answered = 0;  // compute thread only
   std::atomic<int> go_count{0};
   std::thread::id calling_thread = std::this_thread::get_id();
@@ -151,6 +152,7 @@ struct worker {
     switch (header.code) {
       case op_echo:
         echoes_served.fetch_add(1);
+        if (std::this_thread::get_id() == calling_thread) echoes_on_caller.fetch_add(1);
         echo_back(incoming, op_echo, body);
         break;
       case op_sized: {
@@ -527,6 +529,39 @@ struct worker {
     }
   }
 
+  // Echoes that reach process 1 while its caller computes outside any
+  // wait, entering the substrate only to serve what is pending
+  // (serve_pending, as the runtime does at each fault): process 0 sends
+  // them one after another, then a go that ends process 1's loop.  With
+  // every thread of process 1 on one core (the test sets TMK_BIND=core),
+  // a rung service thread gets that core only after the caller has looked
+  // again many times; process 1 prints on standard error how many echoes
+  // its calling thread served, for the test to check (none without
+  // doorbells).
+  void serve_pending(int count) {
+    if (size == 1 || rank > 1) return;
+    op_header echo{op_echo, 0, 0, 0};
+    if (rank == 0) {
+      for (int i = 0; i < count; ++i)
+        wait(request(1, {as_bytes_of(echo)}, "echo"), "echo from a computing process 1");
+      send_go(1, 1);
+      return;
+    }
+    auto start = std::chrono::steady_clock::now();
+    while (go_count.load() == 0) {
+      if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "computing");
+      link->serve_pending();
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+        fail("no go from process 0 after 20 s (%d echoes served)", echoes_served.load());
+        break;
+      }
+    }
+    if (echoes_served.load() != count)
+      fail("%d echoes served, %d sent", echoes_served.load(), count);
+    fprintf(stderr, "serve-pending: %d of %d echoes served by the calling thread\n",
+            echoes_on_caller.load(), count);
+  }
+
   // What this host's idle CPUs are asked while the job runs
   // (TMK_CPU_LATENCY_US, read back from the kernel's PM QoS file): printed
   // by process 0, after an exchange with every process, for the test to
@@ -833,6 +868,7 @@ int main(int argc, char** argv) {
   else if (scenario == "unrung-idle") self.unrung(2, std::chrono::milliseconds(1300));
   else if (scenario == "cpu-latency") self.cpu_latency();
   else if (scenario == "placement") self.placement();
+  else if (scenario == "serve-pending") self.serve_pending(20);
   else self.the_job->fatal("unknown scenario " + scenario);
 
   int exit_status = self.the_job->finish(self.failures == 0 ? 0 : 1);
