@@ -25,13 +25,20 @@ tmk::node& started(const char* call) {
   }
   return *self;
 }
+
+// The node, once the calling thread has its turn (node::caller_turn).
+struct in_turn {
+  tmk::node& self;
+  std::unique_lock<std::recursive_mutex> turn;
+  explicit in_turn(const char* call) : self(started(call)), turn(self.caller_turn()) {}
+};
 }  // namespace
 
 extern "C" {
 
 void Tmk_startup(int argc, char** argv) { tmk::node::startup(argc, argv); }
 
-void Tmk_exit(int status) { started("Tmk_exit").exit(status); }
+void Tmk_exit(int status) { in_turn("Tmk_exit").self.exit(status); }
 
 void Tmk_errexit(const char* format, ...) {
   char text[2048];
@@ -46,42 +53,44 @@ void Tmk_errexit(const char* format, ...) {
   _exit(1);
 }
 
-void* Tmk_malloc(unsigned size) { return started("Tmk_malloc").allocate(size); }
+void* Tmk_malloc(unsigned size) { return in_turn("Tmk_malloc").self.allocate(size); }
 
-void Tmk_free(void* ptr) { started("Tmk_free").release_block(ptr); }
+void Tmk_free(void* ptr) { in_turn("Tmk_free").self.release_block(ptr); }
 
-void* Tmk_sbrk(unsigned increment) { return started("Tmk_sbrk").extend(increment); }
+void* Tmk_sbrk(unsigned increment) { return in_turn("Tmk_sbrk").self.extend(increment); }
 
-void Tmk_distribute(const void* ptr, int size) { started("Tmk_distribute").distribute(ptr, size); }
+void Tmk_distribute(const void* ptr, int size) {
+  in_turn("Tmk_distribute").self.distribute(ptr, size);
+}
 
 void Tmk_barrier(unsigned id) {
-  tmk::node& self = started("Tmk_barrier");
-  self.barrier(id);
-  self.refresh_statistics();
+  in_turn call("Tmk_barrier");
+  call.self.barrier(id);
+  call.self.refresh_statistics();
 }
 
 void Tmk_lock_acquire(unsigned id) {
-  tmk::node& self = started("Tmk_lock_acquire");
-  self.lock_acquire(id);
-  self.refresh_statistics();
+  in_turn call("Tmk_lock_acquire");
+  call.self.lock_acquire(id);
+  call.self.refresh_statistics();
 }
 
 void Tmk_lock_release(unsigned id) {
-  tmk::node& self = started("Tmk_lock_release");
-  self.lock_release(id);
-  self.refresh_statistics();
+  in_turn call("Tmk_lock_release");
+  call.self.lock_release(id);
+  call.self.refresh_statistics();
 }
 
 void Tmk_lock_cond_wait(unsigned lock_id, unsigned cond_id) {
-  started("Tmk_lock_cond_wait").cond_wait(lock_id, cond_id);
+  in_turn("Tmk_lock_cond_wait").self.cond_wait(lock_id, cond_id);
 }
 
 void Tmk_lock_cond_signal(unsigned lock_id, unsigned cond_id) {
-  started("Tmk_lock_cond_signal").cond_signal(lock_id, cond_id, false);
+  in_turn("Tmk_lock_cond_signal").self.cond_signal(lock_id, cond_id, false);
 }
 
 void Tmk_lock_cond_broadcast(unsigned lock_id, unsigned cond_id) {
-  started("Tmk_lock_cond_broadcast").cond_signal(lock_id, cond_id, true);
+  in_turn("Tmk_lock_cond_broadcast").self.cond_signal(lock_id, cond_id, true);
 }
 
 }  // extern "C"

@@ -29,7 +29,9 @@ int fault_handler(void* address, int) {
 // Runs when a process returns from main (or calls exit) without Tmk_exit:
 // the end is collective all the same.
 void exit_hook(int exit_status, void*) {
-  if (the_node != nullptr) the_node->exit(exit_status);
+  if (the_node == nullptr) return;
+  auto turn = the_node->caller_turn();
+  the_node->exit(exit_status);
 }
 }  // namespace
 

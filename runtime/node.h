@@ -208,6 +208,15 @@ class node {
   // A fault in the application view; false if address is not shared.
   bool handle_fault(void* address);
 
+  // The calling side of the runtime (its channel for replies, its waits,
+  // a fault's fetches) serves one thread of the process at a time: each
+  // public call and each fault takes this turn first, so that a program's
+  // threads that fault or call at once take turns (a thread may take it
+  // again inside its own turn).
+  std::unique_lock<std::recursive_mutex> caller_turn() {
+    return std::unique_lock<std::recursive_mutex>(caller_turn_);
+  }
+
  private:
   node(job& owner, std::unique_ptr<transport> link, const runtime_config& config, bool statistics);
   status map_region();
@@ -435,6 +444,7 @@ class node {
   std::byte* shared_base_ = nullptr;   // the application view
   std::byte* runtime_view_ = nullptr;  // the same memory, always read-write
   int memfd_ = -1;
+  std::recursive_mutex caller_turn_;  // see caller_turn
 
   std::mutex mutex_;  // everything below
   std::uint8_t* states_ = nullptr;  // per page: state XOR its initial state

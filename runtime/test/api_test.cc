@@ -86,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "twins-kept", "working-set", "shrunk-diffs", "pushes-stop", "read-once", "whole-then-pushed",
                                          "whole-and-diffs", "strided-first-writes", "read-past-own",
                                          "read-passed-over",
-                                         "merged-diffs", "lock-pushes", "lock-ids"),
+                                         "merged-diffs", "lock-pushes", "lock-ids", "threads"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
 

@@ -11,6 +11,7 @@
 #define _DEFAULT_SOURCE
 #include <Tmk.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,10 +39,9 @@ static struct {
 static int numbers[5];
 
 static void check(int ok, const char *what, long got, long expected) {
-  if (!ok) {
-    if (failures < 10)
+  if (!ok) {  /* the threads scenario checks from several threads at once */
+    if (__atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED) < 10)
       fprintf(stderr, "process %u: %s: got %ld, expected %ld\n", Tmk_proc_id, what, got, expected);
-    failures++;
   }
 }
 
@@ -270,6 +270,62 @@ static void barriers(void) {
     Tmk_barrier(10);
   }
   finish("barriers");
+}
+
+/* Shared memory touched by several threads of a process at once: in each
+ * round four threads write the process's block (write faults) and, after
+ * the main thread's barrier, read the whole array (read faults, fetches
+ * from every other process), a quarter each, at the same time.  A fault is
+ * served for one thread at a time; the others' wait their turn. */
+enum { thread_count = 4, thread_words = 40000 };
+struct thread_part {
+  pthread_t thread;
+  int index, round, writing;
+};
+
+static void *touch_part(void *arg) {
+  struct thread_part *part = arg;
+  long lo, hi, i;
+  if (part->writing) {
+    long begin = (long)thread_words * Tmk_proc_id / Tmk_nprocs, end = (long)thread_words * (Tmk_proc_id + 1) / Tmk_nprocs;
+    lo = begin + (end - begin) * part->index / thread_count;
+    hi = begin + (end - begin) * (part->index + 1) / thread_count;
+    for (i = lo; i < hi; i++) shared_ints[i] = part->round * 13 + (int)i;
+  } else {
+    lo = (long)thread_words * part->index / thread_count;
+    hi = (long)thread_words * (part->index + 1) / thread_count;
+    for (i = lo; i < hi; i++)
+      check(shared_ints[i] == part->round * 13 + i, "an element read by one of several threads",
+            shared_ints[i], part->round * 13 + i);
+  }
+  return NULL;
+}
+
+static void run_threads(int round, int writing) {
+  struct thread_part parts[thread_count];
+  int t;
+  for (t = 0; t < thread_count; t++) {
+    parts[t] = (struct thread_part){.index = t, .round = round, .writing = writing};
+    if (pthread_create(&parts[t].thread, NULL, touch_part, &parts[t]) != 0)
+      Tmk_errexit("threads: pthread_create failed");
+  }
+  for (t = 0; t < thread_count; t++) pthread_join(parts[t].thread, NULL);
+}
+
+static void threads(void) {
+  int round;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc(thread_words * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (round = 0; round < iterations / 10 + 2; round++) {
+    run_threads(round, 1);
+    Tmk_barrier(1);
+    run_threads(round, 0);
+    Tmk_barrier(2);
+  }
+  finish("threads");
 }
 
 /* Tmk_stat counts the program's own messages, and only those; what the
@@ -1601,6 +1657,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "false-sharing") == 0) false_sharing();
   else if (strcmp(scenario, "byte-sharing") == 0) byte_sharing();
   else if (strcmp(scenario, "barriers") == 0) barriers();
+  else if (strcmp(scenario, "threads") == 0) threads();
   else if (strcmp(scenario, "traffic-counts") == 0) traffic_counts();
   else if (strcmp(scenario, "boundary-rows") == 0) boundary_rows();
   else if (strcmp(scenario, "notices-once") == 0) notices_once();
