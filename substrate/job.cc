@@ -246,26 +246,28 @@ void job::request_cpu_latency() {
 }
 
 // Pins this process (and every thread it starts later) to one of the cores
-// it may run on, process k of the host on the k-th: a process that stays on
-// its core keeps its data in that core's caches, and its service thread
-// wakes where its computation runs instead of pushing another process's
-// off.  TMK_BIND=auto, the default, pins only when the host has a core for
-// every process of the job: left to the kernel, the callers of 2 processes
-// on the 2 cores of BENCHMARKS.md started on the same core in about a
-// third of the runs, and each then waited at barriers for the other's
-// time slice (FFT took 6-22 ms instead of 3.3) until the kernel moved one.
-// TMK_BIND=core pins always, TMK_BIND=none never: with more processes than
-// cores a pinned service thread can only run on its own caller's core, and
-// a program bound by lock transfers (api_worker memory-locks) took 3 times
-// as long with 3 or 4 processes pinned on 2 cores, though SOR and Jacobi
-// on 8 took 6-22% less time.
+// it may run on, process k of the host on the k-th (modulo their number):
+// a process that stays on its core keeps its data in that core's caches,
+// and its service thread wakes where its computation runs instead of
+// pushing another process's off.  TMK_BIND=auto, the default, pins when
+// the job's processes on this host fill its cores evenly: one a core or
+// fewer (left to the kernel, the callers of 2 processes on the 2 cores of
+// BENCHMARKS.md started on the same core in about a third of the runs, and
+// each then waited at barriers for the other's time slice: FFT took 6-22
+// ms instead of 3.3), or the same number on each (4 or 8 on 2 cores: SOR
+// on 4 took 0.71 times as long and on 8 0.85, Jacobi on 8 0.87-0.99, a
+// barrier of 8 0.70, lock transfers between 4 and 8 processes 0.82-0.89;
+// TSP 1.03 times as long).  Not 3 on 2 cores, where the core with two would hold
+// the others back at every barrier (TSP took 1.05 times as long pinned,
+// the others the same).  TMK_BIND=core pins always, TMK_BIND=none never.
 void job::bind_to_core() {
   if (config_.bind == bind_mode::none) return;
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
   int cores = CPU_COUNT(&allowed);
-  if (cores <= 1 || (config_.bind == bind_mode::automatic && (!core_per_process() || size_ == 1)))
-    return;
+  int here = local_processes();
+  bool evenly = here <= cores || here % cores == 0;
+  if (cores <= 1 || (config_.bind == bind_mode::automatic && (!evenly || size_ == 1))) return;
   int local_rank = rank_;
   if (mode_ == launch_mode::mpi) {
     const char* value = getenv("OMPI_COMM_WORLD_LOCAL_RANK");

@@ -195,12 +195,12 @@ TEST(transport_settings, cpu_latency_is_asked_while_the_job_runs) {
 
 // TMK_BIND: by default (auto) each process of a forked job is held, with
 // every thread it runs, to one of the CPUs it could use, process k to the
-// k-th, when there is one for each; with more processes than CPUs auto
-// leaves them where they were, as TMK_BIND=none always does, and
-// TMK_BIND=core pins them all the same.  The test holds itself to two
-// CPUs first (its jobs inherit that), so what is expected does not depend
-// on the machine's size.
-TEST(transport_settings, processes_are_pinned_when_the_host_has_a_cpu_for_each) {
+// k-th modulo their number, when the processes fill the CPUs evenly (one
+// each, or 4 on 2); otherwise (3 on 2) auto leaves them where they were,
+// as TMK_BIND=none always does, and TMK_BIND=core pins them all the same.
+// The test holds itself to two CPUs first (its jobs inherit that), so
+// what is expected does not depend on the machine's size.
+TEST(transport_settings, processes_are_pinned_when_they_fill_the_cpus_evenly) {
   cpu_set_t before;
   ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
   std::vector<int> cpus;
@@ -233,6 +233,8 @@ TEST(transport_settings, processes_are_pinned_when_the_host_has_a_cpu_for_each) 
   expect_placement(2, "none", [&](int) { return both; });
   expect_placement(3, nullptr, [&](int) { return both; });
   expect_placement(3, "core", pinned);
+  expect_placement(4, nullptr, pinned);
+  expect_placement(4, "none", [&](int) { return both; });
   sched_setaffinity(0, sizeof before, &before);
 }
 
