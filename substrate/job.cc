@@ -257,16 +257,16 @@ void job::request_cpu_latency() {
 // ms instead of 3.3), or the same number on each (4 or 8 on 2 cores: SOR
 // on 4 took 0.71 times as long and on 8 0.85, Jacobi on 8 0.87-0.99, a
 // barrier of 8 0.70, lock transfers between 4 and 8 processes 0.82-0.89;
-// TSP 1.03 times as long).  Not 3 on 2 cores, where the core with two would hold
-// the others back at every barrier (TSP took 1.05 times as long pinned,
-// the others the same).  TMK_BIND=core pins always, TMK_BIND=none never.
+// TSP 1.03 times as long).  Not 3 on 2 cores, where the core with two
+// would hold the others back at every barrier (TSP took 1.05 times as long
+// pinned, the others the same).  TMK_BIND=core pins always, TMK_BIND=none
+// never.
 void job::bind_to_core() {
   if (config_.bind == bind_mode::none) return;
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
   int cores = CPU_COUNT(&allowed);
-  int here = local_processes();
-  bool evenly = here <= cores || here % cores == 0;
+  bool evenly = core_per_process() || local_processes() % cores == 0;
   if (cores <= 1 || (config_.bind == bind_mode::automatic && (!evenly || size_ == 1))) return;
   int local_rank = rank_;
   if (mode_ == launch_mode::mpi) {
