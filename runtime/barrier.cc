@@ -79,7 +79,8 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   reply_payload own;
   reply_payload& answer = kind == barrier_kind::user ? departure_ : own;
   if (waits_for_program(kind))
-    await_synchronization(arrived, what, answer);
+    await_synchronization(arrived, what, answer,
+                          kind == barrier_kind::user ? wait_kind::barrier : wait_kind::exit, id);
   else
     await_all({&arrived, 1}, {&answer, 1}, what);
   lock.lock();
@@ -327,6 +328,7 @@ void node::handle_barrier_push(const incoming_request& request, message_reader& 
       pushes_received(barrier) >= push_wait_.expected) {
     push_wait_.active = false;
     reply_token waiter{rank_, push_wait_.slot};
+    tally_sent();
     replied(waiter, link_->reply(waiter, {}));
   }
 }

@@ -23,6 +23,10 @@ const setting_description runtime_table[] = {
     {"TMK_MAX_BARRIERS", "65536", "number of barrier ids (0 .. TMK_MAX_BARRIERS-1)"},
     {"TMK_PREFETCH_PAGES", "16",
      "pages validated together on a fault: the faulting page and those after it in the same state"},
+    {"TMK_DEADLOCK_CHECK", "1",
+     "seconds a synchronisation wait of process 0 lasts before it asks every process what it "
+     "waits for, and again as often, stopping the job if every process waits and none can go on "
+     "(0: never)"},
     {"TMK_STATS", "", "file that receives every process's statistics as JSON at exit"},
 };
 }  // namespace
@@ -82,6 +86,11 @@ result<runtime_config> runtime_config::from_environment() {
     auto parsed = parse_unsigned("TMK_PREFETCH_PAGES", *value, 1, 1024);
     if (!parsed) return parsed.error();
     config.prefetch_pages = static_cast<std::uint32_t>(*parsed);
+  }
+  if (auto value = setting_value("TMK_DEADLOCK_CHECK")) {
+    auto parsed = parse_seconds("TMK_DEADLOCK_CHECK", *value, 0, 86400);
+    if (!parsed) return parsed.error();
+    config.deadlock_check = *parsed;
   }
   if (auto value = setting_value("TMK_STATS")) config.statistics_file = *value;
   return config;

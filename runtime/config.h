@@ -30,6 +30,7 @@ struct runtime_config {
   std::uint32_t max_locks = 65536;
   std::uint32_t max_barriers = 65536;
   std::uint32_t prefetch_pages = 16;
+  double deadlock_check = 1.0;  // seconds; 0: never
   std::string statistics_file;
 
   static result<runtime_config> from_environment();

@@ -158,7 +158,7 @@ void node::acquire(std::uint32_t id) {
   std::string_view what(name, static_cast<std::size_t>(end - name));
   lock.unlock();
   reply_payload& answer = grant_;
-  await_synchronization(send_request(manager, request, what), what, answer);
+  await_synchronization(send_request(manager, request, what), what, answer, wait_kind::lock, id);
   lock.lock();
   message_reader reader(answer.bytes());
   if (reader.type() != message_type::lock_grant || reader.take<std::uint32_t>() != id)
@@ -244,6 +244,7 @@ void node::handle_lock_request(const incoming_request& request, message_reader& 
       // lock any more: the tail is this request's origin, so no later
       // request of this lock goes to previous before this one is granted.
       lock.unlock();
+      tally_sent();
       status sent = link_->forward(request, previous, {onward.bytes()});
       if (!sent) TMK_LOG(error, "forwarding a lock request: %s", sent.message().c_str());
       return;
@@ -289,7 +290,8 @@ void node::cond_wait(unsigned lock_id, unsigned cond_id) {
   wait.put<std::uint32_t>(lock_id);
   wait.put<std::uint32_t>(cond_id);
   reply_payload woken;
-  await_synchronization(send_request(manager, wait, what), what, woken);
+  await_synchronization(send_request(manager, wait, what), what, woken, wait_kind::cond, lock_id,
+                        cond_id);
   lock_acquire(lock_id);
 }
 

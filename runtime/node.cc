@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -207,6 +208,7 @@ void node::install_fault_handler() {
 // through the substrate's loopback and wake its own service thread.
 request_id node::send_request(int peer, const message_writer& message, std::string_view what,
                               bool to_caller) {
+  tally_sent();
   if (peer == rank_ && !transport::serving_requests()) {
     auto id = link_->expect_reply_here();
     if (!id) job_.fatal(std::string(what) + ": " + id.error().message());
@@ -233,10 +235,29 @@ void node::await_all(std::span<const request_id> ids, std::span<reply_payload> r
   check_replies(link_->wait_replies(ids, replies), replies, what);
 }
 
-void node::await_synchronization(request_id id, std::string_view what, reply_payload& reply) {
+void node::await_synchronization(request_id id, std::string_view what, reply_payload& reply,
+                                 wait_kind kind, std::uint32_t wait_id, std::uint32_t cond) {
+  using clock = std::chrono::steady_clock;
+  // Process 0 looks for a deadlock once it has waited TMK_DEADLOCK_CHECK,
+  // and again as often (deadlock.cc).
+  const auto look_every = std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double>(config_.deadlock_check));
+  bool looks = rank_ == 0 && config_.deadlock_check > 0;
+  auto look_at = looks ? clock::now() + look_every : clock::time_point::max();
   status waited;
-  while ((waited = link_->wait_reply_interruptible(id, reply)).code() == status_code::interrupted)
+  begin_sync_wait(kind, wait_id, cond);
+  while ((waited = link_->wait_reply_interruptible(id, reply, look_at)).code() ==
+         status_code::interrupted) {
+    if (looks && clock::now() >= look_at) {
+      look_for_deadlock(what);
+      look_at = clock::now() + look_every;
+    }
+    // A garbage collection is no wait for another process's call.
+    end_sync_wait();
     collect_if_called();
+    begin_sync_wait(kind, wait_id, cond);
+  }
+  end_sync_wait();
   check_replies(waited, {&reply, 1}, what);
 }
 
@@ -252,10 +273,12 @@ void node::check_replies(const status& waited, std::span<reply_payload> replies,
       reader.type();
       job_.fatal(std::string(what) + ": the request was refused: " + reader.get_string());
     }
+  tally_taken(replies.size());
 }
 
 void node::send_one_way(int peer, const message_writer& message, std::string_view what,
                         bool rung) {
+  tally_sent();
   status sent = rung ? link_->send_one_way(peer, {message.bytes()})
                      : link_->send_one_way_unrung(peer, {message.bytes()});
   // From the application thread the send may still be in flight: finish
@@ -271,10 +294,12 @@ void node::send_one_way(int peer, const message_writer& message, std::string_vie
 // requester waiting for ever: the job stops, naming the cause.  A requester
 // that is gone needs no reply.
 void node::reply(const reply_token& to, const message_writer& message) {
+  tally_sent();
   replied(to, link_->reply(to, {message.bytes()}));
 }
 
 void node::reply(const reply_token& to, message_writer&& message) {
+  tally_sent();
   replied(to, link_->reply(to, std::move(message.buffer())));
 }
 
@@ -302,6 +327,14 @@ void node::reject(const incoming_request& request, const std::string& why) {
 void node::handle_request(const incoming_request& request) {
   message_reader reader(request.payload);
   message_type type = reader.type();
+  // Uncounted: a question about the counts.
+  if (reader.ok() && type == message_type::wait_query) return handle_wait_query(request, reader);
+  dispatch_request(request, type, reader);
+  tally_taken(1);
+}
+
+void node::dispatch_request(const incoming_request& request, message_type type,
+                            message_reader& reader) {
   if (!reader.ok()) return reject(request, "empty message");
   switch (type) {
     case message_type::lock_acquire: return handle_lock_request(request, reader);

@@ -57,6 +57,7 @@
 //   for a message.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -232,9 +233,12 @@ class node {
                  std::string_view what);
   // A wait for another process's synchronisation call (a lock's grant, a
   // condition's wake-up, a barrier's departure): a garbage collection
-  // called meanwhile is taken part in from inside it.  The reply goes into
-  // reply: one reused keeps its buffer for the next (see grant_).
-  void await_synchronization(request_id id, std::string_view what, reply_payload& reply);
+  // called meanwhile is taken part in from inside it, and it is recorded
+  // for deadlock detection (deadlock.cc) as kind, id and cond.  The reply
+  // goes into reply: one reused keeps its buffer for the next (see grant_).
+  enum class wait_kind : std::uint32_t { none, barrier, exit, lock, cond };
+  void await_synchronization(request_id id, std::string_view what, reply_payload& reply,
+                             wait_kind kind, std::uint32_t wait_id, std::uint32_t cond = 0);
   void check_replies(const status& waited, std::span<reply_payload> replies,
                      std::string_view what);
   void send_one_way(int peer, const message_writer& message, std::string_view what,
@@ -247,6 +251,7 @@ class node {
 
   // Requests from other processes (service thread).
   void handle_request(const incoming_request& request);
+  void dispatch_request(const incoming_request& request, message_type type, message_reader& reader);
   void reject(const incoming_request& request, const std::string& why);
 
   // Pages (page.cc).
@@ -577,6 +582,55 @@ class node {
 
   runtime_counters counters_;
   bool exiting_ = false;
+
+  // Deadlock detection (deadlock.cc).  The synchronisation wait the
+  // calling thread is in, if any, read by whichever thread answers process
+  // 0's wait_query: serial is odd during a wait and moves at its start and
+  // end, and kind, id and cond change only while it is even (a seqlock).
+  struct wait_record {
+    std::atomic<std::uint64_t> serial{0};
+    std::atomic<std::uint32_t> kind{0}, id{0}, cond{0};
+  };
+  wait_record sync_wait_;
+  void begin_sync_wait(wait_kind kind, std::uint32_t id, std::uint32_t cond);
+  void end_sync_wait();
+  // The runtime's messages this process has sent (counted before they go)
+  // and taken in (requests once handled, replies once their wait has them),
+  // wait queries aside: while one is on its way or being handled, the sums
+  // over all processes differ.  Each tally has one writer at a time, the
+  // thread that owns its channel (transport::serving_requests), and a cache
+  // line of its own.
+  struct alignas(64) message_tally {
+    std::atomic<std::uint64_t> sent{0}, taken{0};
+  };
+  message_tally caller_tally_, service_tally_;
+  message_tally& own_tally() {
+    return transport::serving_requests() ? service_tally_ : caller_tally_;
+  }
+  static void tally(std::atomic<std::uint64_t>& counter, std::uint64_t amount) {
+    counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+  }
+  void tally_sent() { tally(own_tally().sent, 1); }
+  void tally_taken(std::uint64_t amount) { tally(own_tally().taken, amount); }
+  // One process's answer to a wait_query.
+  struct wait_snapshot {
+    std::uint64_t serial = 0;  // odd: in a synchronisation wait
+    std::uint32_t kind = 0, id = 0, cond = 0;
+    std::uint64_t sent = 0, taken = 0;
+    std::vector<std::uint32_t> held;  // of the locks asked about
+    bool same_wait(const wait_snapshot& other) const {
+      return serial == other.serial && kind == other.kind && id == other.id &&
+             cond == other.cond && sent == other.sent && taken == other.taken;
+    }
+  };
+  wait_snapshot own_wait_snapshot(std::span<const std::uint32_t> locks);
+  std::vector<wait_snapshot> wait_snapshots(std::span<const std::uint32_t> locks,
+                                            std::string_view what);
+  void handle_wait_query(const incoming_request& request, message_reader& reader);
+  // Process 0, from inside a synchronisation wait of its own: stops the job
+  // if every process waits for another and none can go on.
+  void look_for_deadlock(std::string_view what);
+  std::string describe_wait(const wait_snapshot& wait) const;
 };
 
 }  // namespace tmk

@@ -350,8 +350,10 @@ void transport::deliver_request(const wire_header& header, byte_span payload) {
             static_cast<int>(header.kind), header.origin, header.sender);
     return;
   }
-  count(service_counters_.messages_received, 1);
-  count(service_counters_.bytes_received, payload.size() + sizeof(wire_header));
+  if ((header.reserved[1] & uncounted_flag) == 0) {
+    count(service_counters_.messages_received, 1);
+    count(service_counters_.bytes_received, payload.size() + sizeof(wire_header));
+  }
   if (header.kind == message_kind::request || (header.reserved[1] & unrung_flag) == 0) {
     last_rung_ = header;
     ++rung_delivered_;
@@ -480,7 +482,8 @@ void transport::reply_complete(const wire_header& header) {
   if (slot == nullptr) return;
   slot->done.store(true, std::memory_order_release);
   causal_acquire();
-  if (header.kind == message_kind::warm_up_reply) return;
+  if (header.kind == message_kind::warm_up_reply || (header.reserved[1] & uncounted_flag) != 0)
+    return;
   count(caller_counters_.messages_received, 1);
   std::size_t length = slot->lent_handle != nullptr ? slot->lent.size() : slot->payload.size();
   count(caller_counters_.bytes_received, length + sizeof(wire_header));
@@ -499,7 +502,7 @@ status transport::check_size(int peer, std::size_t payload_length) const {
 }
 
 status transport::send(channel from, int peer, channel to, message_kind kind, int origin,
-                       std::uint32_t sequence, parts payload, bool rung) {
+                       std::uint32_t sequence, parts payload, bool rung, bool counted) {
   std::size_t length = 0;
   for (const auto& part : payload) length += part.size();
   status checked = check_size(peer, length);
@@ -510,7 +513,8 @@ status transport::send(channel from, int peer, channel to, message_kind kind, in
   header.origin = origin;
   header.sender = rank_;
   header.sequence = sequence;
-  if (!rung) header.reserved[1] = unrung_flag;
+  if (!rung) header.reserved[1] |= unrung_flag;
+  if (!counted) header.reserved[1] |= uncounted_flag;
   // A request the caller will wait for may hold back its ring for a
   // moment (owe_ring), in case a caller at peer takes the channel and
   // serves it first.  Rung at once, the woken service thread took a core
@@ -539,7 +543,7 @@ status transport::send(channel from, int peer, channel to, message_kind kind, in
   }
   if (sent && peer == rank_ && to == channel::reply)
     caller_woken_.store(true, std::memory_order_relaxed);
-  if (sent && kind != message_kind::warm_up && kind != message_kind::warm_up_reply) {
+  if (sent && counted && kind != message_kind::warm_up && kind != message_kind::warm_up_reply) {
     thread_counters& mine = from == channel::request ? service_counters_ : caller_counters_;
     count(mine.messages_sent, 1);
     count(mine.bytes_sent, length + sizeof header);
@@ -738,6 +742,20 @@ result<request_id> transport::send_request(message_kind kind, int peer, parts pa
   return id;
 }
 
+result<request_id> transport::send_request_uncounted(int peer, parts payload) {
+  if (peer == rank_)
+    return status(status_code::invalid_argument, "an uncounted request to this process itself");
+  auto id = take_slot();
+  if (!id) return id;
+  status sent = send(channel::reply, peer, channel::request, message_kind::request, rank_, *id,
+                     payload, true, false);
+  if (!sent) {
+    release_pending(*find_pending(*id));
+    return sent;
+  }
+  return id;
+}
+
 result<request_id> transport::expect_reply_here() { return take_slot(true); }
 
 status transport::send_one_way(int peer, parts payload) {
@@ -764,13 +782,20 @@ status transport::reply(message_kind kind, const reply_token& to, parts payload)
   return send_and_finish(to.origin, channel::reply, kind, to.origin, to.sequence, payload);
 }
 
+status transport::reply_uncounted(const reply_token& to, parts payload) {
+  if (to.origin == rank_)
+    return status(status_code::invalid_argument, "an uncounted reply to this process itself");
+  return send_and_finish(to.origin, channel::reply, message_kind::reply, to.origin, to.sequence,
+                         payload, false);
+}
+
 // A send left in flight by the calling thread would stall until it next
 // enters the substrate, which may be much later: it is finished now.
 status transport::send_and_finish(int peer, channel to, message_kind kind, int origin,
-                                  std::uint32_t sequence, parts payload) {
+                                  std::uint32_t sequence, parts payload, bool counted) {
   channel from = serving_requests() ? channel::request : channel::reply;
   if (from == channel::reply && !owed_rings_.empty()) ring_owed(true);  // see send
-  status sent = send(from, peer, to, kind, origin, sequence, payload);
+  status sent = send(from, peer, to, kind, origin, sequence, payload, true, counted);
   if (sent && from == channel::reply) sent = flush_channel(channel::reply);
   return sent;
 }
@@ -885,10 +910,11 @@ status transport::wait_replies(std::span<const request_id> ids,
   return waited;
 }
 
-status transport::wait_reply_interruptible(request_id id, reply_payload& reply) {
+status transport::wait_reply_interruptible(request_id id, reply_payload& reply,
+                                           clock_type::time_point until) {
   if (find_pending(id) == nullptr)
     return status(status_code::invalid_argument, "wait for an unknown request");
-  status waited = wait_until_done({&id, 1}, true);
+  status waited = wait_until_done({&id, 1}, true, until);
   if (waited.code() == status_code::interrupted) return waited;  // the slot stays
   pending_reply* slot = find_pending(id);
   if (waited)
@@ -1064,7 +1090,8 @@ void transport::listen_for_requests(bool listen) {
 // against 20 us (medians of 7, 2 processes), Jacobi took 0.302 and 0.313 s
 // against 0.327 and 0.324, TSP 0.511 and 0.506 against 0.540 and 0.516;
 // SOR and FFT did not change.
-status transport::wait_until_done(std::span<const request_id> ids, bool interruptible) {
+status transport::wait_until_done(std::span<const request_id> ids, bool interruptible,
+                                  clock_type::time_point until) {
   auto all_done = [&] {
     for (request_id id : ids)
       if (!pending_[id & (max_outstanding - 1)].done.load()) return false;
@@ -1148,6 +1175,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
       if (job_.failed()) return job_.failure();
       if ((round & 15) == 0) {
         looked = clock_type::now();
+        if (looked >= until) return status(status_code::interrupted, "interrupted");
         // Before this thread yields its core, for as long as others run.
         if (!owed_rings_.empty()) ring_owed(yielding, looked);
         if (looked >= spin_until) break;
@@ -1167,7 +1195,13 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
     pollfd fds[3] = {{event_fd(channel::reply), POLLIN, 0},
                      {job_.failure_fd(), POLLIN, 0},
                      {caller_wake_fd_, POLLIN, 0}};
-    int ready = poll(fds, 3, 1000);
+    // Every second at least (a lost peer also shows on failure_fd), and at
+    // until for an interruptible wait that ends then.
+    int timeout_ms = 1000;
+    if (until != clock_type::time_point::max())
+      timeout_ms = static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(
+          std::chrono::ceil<std::chrono::milliseconds>(until - looked).count(), 0, 1000));
+    int ready = poll(fds, 3, timeout_ms);
     looked = clock_type::now();
     if (ready < 0 && errno != EINTR) return errno_status("poll for a reply");
     if (ready > 0 && (fds[2].revents & POLLIN) != 0) {
@@ -1176,6 +1210,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
     progress(channel::reply);
     if (all_done()) return status::ok();
     if (job_.failed()) return job_.failure();
+    if (looked >= until) return status(status_code::interrupted, "interrupted");
   }
 }
 

@@ -99,7 +99,8 @@ enum class message_kind : std::uint8_t {
 struct wire_header {
   message_kind kind;
   // [0]: the backend's own (the UCX tag path marks an announcement);
-  // [1]: unrung_flag for a message sent without a ring.
+  // [1]: unrung_flag for a message sent without a ring, uncounted_flag for
+  // one the counters leave out.
   std::uint8_t reserved[3];
   std::int32_t origin;     // the process waiting for the reply
   std::int32_t sender;     // the process that sent this message
@@ -109,6 +110,9 @@ static_assert(sizeof(wire_header) == 16);
 // wire_header.reserved[1] of a one-way message sent unrung
 // (send_one_way_unrung): its receiver expects no ring for it.
 constexpr std::uint8_t unrung_flag = 1;
+// wire_header.reserved[1] of a request or reply that counters() leaves out
+// on both sides (send_request_uncounted, reply_uncounted).
+constexpr std::uint8_t uncounted_flag = 2;
 
 // Where a reply goes; may be kept and used later from either thread.
 struct reply_token {
@@ -231,6 +235,11 @@ class transport {
   // barrier).  The handler runs on that thread as on the service thread,
   // and may reply at once or keep the token.  Not to this process itself.
   result<request_id> send_request_to_caller(int peer, parts payload);
+  // Calling thread: send_request, but counters() leaves the request and its
+  // reply (reply_uncounted) out on both sides: a question about the job
+  // itself (the runtime's deadlock check), not the program's traffic.  Not
+  // to this process itself.
+  result<request_id> send_request_uncounted(int peer, parts payload);
   // Calling thread: an id for a request to this process that the caller
   // hands to the request handler itself instead of sending; the reply
   // comes as any reply to this process's own request does.
@@ -256,8 +265,10 @@ class transport {
   // Calling thread: wait_reply, but it ends with status_code::interrupted,
   // the request still outstanding (wait for it again later), once
   // interrupt_wait() has been called, during the wait or since the last
-  // wait it ended.
-  status wait_reply_interruptible(request_id id, reply_payload& reply);
+  // wait it ended, or once the clock reaches until.
+  status wait_reply_interruptible(
+      request_id id, reply_payload& reply,
+      std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max());
   // Either thread: ends the calling thread's interruptible wait, the one
   // under way or the next.
   void interrupt_wait();
@@ -277,6 +288,8 @@ class transport {
   // The same with a payload of one buffer, which a reply to this process's
   // own request takes as it is, with no copy.
   status reply(const reply_token& to, std::vector<std::byte>&& payload);
+  // The reply to a request sent with send_request_uncounted.
+  status reply_uncounted(const reply_token& to, parts payload);
   // Inside a handler, on either thread: passes the request on to peer with
   // a new payload; peer replies to the original origin.
   status forward(const incoming_request& request, int peer, parts payload);
@@ -426,13 +439,15 @@ class transport {
   void release_pending(pending_reply& slot);
   // Gives the backend back the buffer a slot holds, if it holds one.
   void give_back_lent(pending_reply& slot);
-  status wait_until_done(std::span<const request_id> ids, bool interruptible = false);
+  status wait_until_done(
+      std::span<const request_id> ids, bool interruptible = false,
+      std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max());
   status send(channel from, int peer, channel to, message_kind kind, int origin,
-              std::uint32_t sequence, parts payload, bool rung = true);
+              std::uint32_t sequence, parts payload, bool rung = true, bool counted = true);
   // send() from the channel this thread owns now, finished before it
   // returns when that is the caller's channel.
   status send_and_finish(int peer, channel to, message_kind kind, int origin,
-                         std::uint32_t sequence, parts payload);
+                         std::uint32_t sequence, parts payload, bool counted = true);
   static void count(std::atomic<std::uint64_t>& counter, std::uint64_t amount) {
     counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
   }

@@ -269,6 +269,87 @@ TEST(api_misuse_more, exit_while_others_wait_at_a_barrier_is_reported) {
   EXPECT_NE(result.err.find("process 0 at Tmk_exit"), std::string::npos) << describe(result);
 }
 
+struct deadlock_case {
+  const char* scenario;
+  int nprocs;
+  const char* substrate;
+  const char* waits;  // what the message says each process waits for
+};
+
+void PrintTo(const deadlock_case& which, std::ostream* out) {
+  *out << which.scenario << " on " << which.nprocs << " processes over " << which.substrate;
+}
+
+class api_deadlock : public ::testing::TestWithParam<deadlock_case> {};
+
+// Every process waits for a call that no process will make, each alive and
+// answering: the job stops within seconds, process 0 naming each one's
+// wait and the locks held that others wait for, and no process is left
+// behind.
+TEST_P(api_deadlock, is_reported_with_every_wait) {
+  const deadlock_case& which = GetParam();
+  program_result result = run_worker(which.scenario, which.nprocs, which.substrate);
+  EXPECT_NE(result.exit_code, 0) << describe(result);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_LT(result.seconds, 20.0) << describe(result);
+  EXPECT_NE(result.err.find("tmk[0]: deadlock: every process waits, and none of the waits can end (" +
+                            std::string(which.waits) + ")"),
+            std::string::npos)
+      << describe(result);
+  EXPECT_FALSE(result.stragglers);
+}
+
+const deadlock_case deadlock_cases[] = {
+    {"deadlock-locks", 2, "ucx",
+     "process 0 in Tmk_lock_acquire(2), holding lock 1; process 1 in Tmk_lock_acquire(1), holding lock 2"},
+    {"deadlock-locks", 3, "ucx",
+     "process 0 in Tmk_lock_acquire(2), holding lock 1; process 1 in Tmk_lock_acquire(1), holding lock 2; "
+     "process 2 in Tmk_barrier(1)"},
+    {"deadlock-locks", 3, "sockets",
+     "process 0 in Tmk_lock_acquire(2), holding lock 1; process 1 in Tmk_lock_acquire(1), holding lock 2; "
+     "process 2 in Tmk_barrier(1)"},
+    {"deadlock-exit-holding", 3, "ucx",
+     "process 0 in Tmk_lock_acquire(3); process 1 in Tmk_lock_acquire(3); process 2 in Tmk_exit, holding "
+     "lock 3"},
+    {"deadlock-barrier-holding", 4, "ucx",
+     "process 0 in Tmk_lock_acquire(4); process 1 in Tmk_barrier(1), holding lock 4; process 2 in "
+     "Tmk_lock_acquire(4); process 3 in Tmk_lock_acquire(4)"},
+    {"deadlock-cond", 1, "ucx", "process 0 in Tmk_lock_cond_wait(2, 1)"},
+    {"deadlock-cond", 3, "ucx",
+     "process 0 in Tmk_lock_cond_wait(2, 1); process 1 in Tmk_exit; process 2 in Tmk_exit"},
+};
+
+INSTANTIATE_TEST_SUITE_P(all, api_deadlock, ::testing::ValuesIn(deadlock_cases),
+                         [](const ::testing::TestParamInfo<deadlock_case>& info) {
+                           std::string name = std::string(info.param.scenario) + "_" +
+                                              std::to_string(info.param.nprocs) + "procs_" +
+                                              info.param.substrate;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+// Waits of several seconds that are no deadlock (a barrier while the
+// others pass locks and conditions, a lock held by a process that sleeps,
+// a condition signalled late) go on, however often process 0 looks.
+TEST(api_deadlock_checks, long_waits_that_can_end_are_left_alone) {
+  for (const char* substrate : {"ucx", "sockets"}) {
+    program_result result = run_worker("long-waits", 3, substrate, {}, {{"TMK_DEADLOCK_CHECK", "0.001"}});
+    EXPECT_EQ(result.exit_code, 0) << substrate << ": " << describe(result);
+    EXPECT_NE(result.out.find("long-waits: passed on 3 processes"), std::string::npos)
+        << substrate << ": " << describe(result);
+  }
+}
+
+// TMK_DEADLOCK_CHECK=0 turns the looks off: the deadlock is left to the
+// user (here, the test's own time limit ends it).
+TEST(api_deadlock_checks, can_be_turned_off) {
+  std::vector<std::string> argv{API_WORKER, "-t", "deadlock-cond", "--", "-n", "2"};
+  program_result result = run_program(argv, {{"TMK_DEADLOCK_CHECK", "0"}}, 4);
+  EXPECT_TRUE(result.timed_out) << describe(result);
+  EXPECT_EQ(result.err.find("deadlock"), std::string::npos) << describe(result);
+}
+
 // Every process writes to address 16 right after Tmk_startup.  With two,
 // process 1 may crash while process 0 still waits in Tmk_startup (for the
 // substrate's warm-up): then process 0 reports it killed by SIGSEGV.

@@ -1579,6 +1579,94 @@ static void memory(const char *scenario, int with_barriers) {
   finish(scenario);
 }
 
+static double seconds_now(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+/* Long waits that are no deadlock, each longer than the second after
+ * which process 0 starts asking every process what it waits for: the job
+ * must not be stopped.  First process 0 waits at a barrier while the
+ * others pass a lock and take turns through a condition as fast as they
+ * can (with three or more processes, moments when every process waits
+ * and a grant or wake-up is on its way come thousands of times); then the
+ * others wait for a lock that the last process holds while it sleeps; then
+ * process 0 waits on a condition that the last process signals after a
+ * sleep. */
+static void long_waits(void) {
+  const double phase = 2.2;
+  /* shared_ints: [0] turn, [1] the condition's flag, [2 + p] process p's passes */
+  int *passes;
+  unsigned p;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((2 + Tmk_nprocs) * sizeof(int));
+    memset(shared_ints, 0, (2 + Tmk_nprocs) * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  passes = shared_ints + 2;
+  if (Tmk_proc_id != 0 && Tmk_nprocs >= 3) {
+    double end = seconds_now() + phase;
+    unsigned others = Tmk_nprocs - 1, me = Tmk_proc_id - 1;
+    int mine = 0;
+    for (;;) {
+      int leave;
+      Tmk_lock_acquire(0);
+      passes[Tmk_proc_id]++;
+      mine++;
+      Tmk_lock_release(0);
+      /* Turns in order through a condition, each process waiting for its
+       * own; the first to find its time up at its turn ends them all. */
+      Tmk_lock_acquire(6);
+      while (shared_ints[0] >= 0 && shared_ints[0] % (int)others != (int)me) Tmk_lock_cond_wait(6, 0);
+      if (shared_ints[0] >= 0) shared_ints[0] = seconds_now() >= end ? -1 : shared_ints[0] + 1;
+      leave = shared_ints[0] < 0;
+      Tmk_lock_cond_broadcast(6, 0);
+      Tmk_lock_release(6);
+      if (leave) break;
+    }
+    Tmk_lock_acquire(0);
+    check(passes[Tmk_proc_id] == mine, "this process's passes under the lock", passes[Tmk_proc_id], mine);
+    Tmk_lock_release(0);
+  }
+  Tmk_barrier(1);
+  if (Tmk_proc_id == Tmk_nprocs - 1) {
+    Tmk_lock_acquire(5);
+    shared_ints[1] = 0;
+  }
+  Tmk_barrier(2);
+  if (Tmk_proc_id == Tmk_nprocs - 1) {
+    usleep((useconds_t)(phase * 1e6));
+    shared_ints[1] = 7;
+    Tmk_lock_release(5);
+  } else {
+    Tmk_lock_acquire(5);
+    check(shared_ints[1] == 7, "what the holder wrote before its release", shared_ints[1], 7);
+    Tmk_lock_release(5);
+  }
+  Tmk_barrier(3);
+  if (Tmk_proc_id == 0) {
+    Tmk_lock_acquire(7);
+    while (shared_ints[1] != 8 && Tmk_nprocs > 1) Tmk_lock_cond_wait(7, 1);
+    Tmk_lock_release(7);
+  } else if (Tmk_proc_id == Tmk_nprocs - 1) {
+    usleep((useconds_t)(phase * 1e6));
+    Tmk_lock_acquire(7);
+    shared_ints[1] = 8;
+    Tmk_lock_cond_signal(7, 1);
+    Tmk_lock_release(7);
+  }
+  Tmk_barrier(4);
+  if (Tmk_proc_id == 0) {
+    long total = 0;
+    for (p = 1; p < Tmk_nprocs; p++) total += passes[p];
+    printf("lock passes while process 0 waited: %ld\n", total);
+    check(Tmk_nprocs < 3 || total > 0, "lock passes while process 0 waited", total, 1);
+  }
+  finish("long-waits");
+}
+
 /* Misuse: each stops the whole job with a message naming the call. */
 static void misuse(const char *what) {
   static int private_variable;
@@ -1604,6 +1692,37 @@ static void misuse(const char *what) {
   if (strcmp(what, "exit-in-barrier") == 0) {
     if (Tmk_proc_id == 0) Tmk_exit(0);
     Tmk_barrier(1);
+  }
+  /* Deadlocks: every process waits, and none of the waits can end. */
+  if (strcmp(what, "deadlock-locks") == 0) {
+    if (Tmk_proc_id == 0) Tmk_lock_acquire(1);
+    if (Tmk_proc_id == 1) Tmk_lock_acquire(2);
+    Tmk_barrier(0);
+    if (Tmk_proc_id == 0) Tmk_lock_acquire(2);
+    if (Tmk_proc_id == 1) Tmk_lock_acquire(1);
+    Tmk_barrier(1);
+  }
+  if (strcmp(what, "deadlock-exit-holding") == 0) {
+    if (Tmk_proc_id == Tmk_nprocs - 1) {
+      Tmk_lock_acquire(3);
+      Tmk_barrier(0);
+      Tmk_exit(0);
+    }
+    Tmk_barrier(0);
+    Tmk_lock_acquire(3);
+  }
+  if (strcmp(what, "deadlock-barrier-holding") == 0) {
+    if (Tmk_proc_id == 1) Tmk_lock_acquire(4);
+    Tmk_barrier(0);
+    if (Tmk_proc_id != 1) Tmk_lock_acquire(4);
+    Tmk_barrier(1);
+  }
+  if (strcmp(what, "deadlock-cond") == 0) {
+    if (Tmk_proc_id == 0) {
+      Tmk_lock_acquire(2);
+      Tmk_lock_cond_wait(2, 1);
+    }
+    Tmk_exit(0);
   }
   if (strcmp(what, "segv") == 0) {
     volatile int *nowhere = (volatile int *)(uintptr_t)atoi("16");
@@ -1676,6 +1795,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "read-past-own") == 0) read_past_own();
   else if (strcmp(scenario, "read-passed-over") == 0) read_passed_over();
   else if (strcmp(scenario, "conditions") == 0) conditions();
+  else if (strcmp(scenario, "long-waits") == 0) long_waits();
   else if (strcmp(scenario, "distribution") == 0) distribution();
   else if (strcmp(scenario, "allocation") == 0) allocation();
   else if (strcmp(scenario, "garbage") == 0) garbage();

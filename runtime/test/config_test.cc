@@ -22,6 +22,7 @@ TEST(runtime_config, defaults) {
   EXPECT_EQ(config->shared_size, std::uint64_t{64} << 30);
   EXPECT_GE(config->max_locks, 65536u);
   EXPECT_GE(config->max_barriers, 65536u);
+  EXPECT_EQ(config->deadlock_check, 1.0);
 }
 
 TEST(runtime_config, bad_values_name_the_variable) {
@@ -32,7 +33,9 @@ TEST(runtime_config, bad_values_name_the_variable) {
            {"TMK_SHARED_BASE", "zero"},
            {"TMK_SHARED_SIZE", "-4"},
            {"TMK_GC_THRESHOLD", "lots"},
-           {"TMK_MAX_LOCKS", "0"}}) {
+           {"TMK_MAX_LOCKS", "0"},
+           {"TMK_DEADLOCK_CHECK", "-1"},
+           {"TMK_DEADLOCK_CHECK", "soon"}}) {
     scoped_env env(name, value);
     auto config = runtime_config::from_environment();
     ASSERT_FALSE(config) << name << "=" << value;
@@ -45,8 +48,10 @@ TEST(runtime_config, good_values) {
   scoped_env page("TMK_PAGE_SIZE", "16K");
   scoped_env size("TMK_SHARED_SIZE", "1G");
   scoped_env locks("TMK_MAX_LOCKS", "1000000");
+  scoped_env check("TMK_DEADLOCK_CHECK", "0.25");
   auto config = runtime_config::from_environment();
   ASSERT_TRUE(config);
+  EXPECT_EQ(config->deadlock_check, 0.25);
   EXPECT_EQ(config->page_size, 16384u);
   EXPECT_EQ(config->shared_size, std::uint64_t{1} << 30);
   EXPECT_EQ(config->max_locks, 1000000u);
