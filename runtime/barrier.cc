@@ -328,7 +328,6 @@ void node::handle_barrier_push(const incoming_request& request, message_reader& 
       pushes_received(barrier) >= push_wait_.expected) {
     push_wait_.active = false;
     reply_token waiter{rank_, push_wait_.slot};
-    tally_sent();
     replied(waiter, link_->reply(waiter, {}));
   }
 }

@@ -244,7 +244,6 @@ void node::handle_lock_request(const incoming_request& request, message_reader& 
       // lock any more: the tail is this request's origin, so no later
       // request of this lock goes to previous before this one is granted.
       lock.unlock();
-      tally_sent();
       status sent = link_->forward(request, previous, {onward.bytes()});
       if (!sent) TMK_LOG(error, "forwarding a lock request: %s", sent.message().c_str());
       return;

@@ -53,7 +53,11 @@ node::node(job& owner, std::unique_ptr<transport> link, const runtime_config& co
       first_write_reach_(config.prefetch_pages),
       twins_(config.page_size),
       time_(owner.size(), 0),
-      intervals_(owner.size()) {}
+      intervals_(owner.size()),
+      deadlock_patience_(rank_ == 0 && config.deadlock_check > 0
+                             ? std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                   std::chrono::duration<double>(config.deadlock_check))
+                             : std::chrono::steady_clock::duration::max()) {}
 
 void node::startup(int argc, char** argv) {
   if (the_node != nullptr) {
@@ -208,7 +212,6 @@ void node::install_fault_handler() {
 // through the substrate's loopback and wake its own service thread.
 request_id node::send_request(int peer, const message_writer& message, std::string_view what,
                               bool to_caller) {
-  tally_sent();
   if (peer == rank_ && !transport::serving_requests()) {
     auto id = link_->expect_reply_here();
     if (!id) job_.fatal(std::string(what) + ": " + id.error().message());
@@ -237,25 +240,19 @@ void node::await_all(std::span<const request_id> ids, std::span<reply_payload> r
 
 void node::await_synchronization(request_id id, std::string_view what, reply_payload& reply,
                                  wait_kind kind, std::uint32_t wait_id, std::uint32_t cond) {
-  using clock = std::chrono::steady_clock;
-  // Process 0 looks for a deadlock once it has waited TMK_DEADLOCK_CHECK,
-  // and again as often (deadlock.cc).
-  const auto look_every = std::chrono::duration_cast<clock::duration>(
-      std::chrono::duration<double>(config_.deadlock_check));
-  bool looks = rank_ == 0 && config_.deadlock_check > 0;
-  auto look_at = looks ? clock::now() + look_every : clock::time_point::max();
   status waited;
-  begin_sync_wait(kind, wait_id, cond);
-  while ((waited = link_->wait_reply_interruptible(id, reply, look_at)).code() ==
-         status_code::interrupted) {
-    if (looks && clock::now() >= look_at) {
+  begin_sync_wait(kind, wait_id, cond, id);
+  while (true) {
+    waited = link_->wait_reply_interruptible(id, reply, deadlock_patience_);
+    if (waited.code() == status_code::timeout) {
       look_for_deadlock(what);
-      look_at = clock::now() + look_every;
+      continue;
     }
+    if (waited.code() != status_code::interrupted) break;
     // A garbage collection is no wait for another process's call.
     end_sync_wait();
     collect_if_called();
-    begin_sync_wait(kind, wait_id, cond);
+    begin_sync_wait(kind, wait_id, cond, id);
   }
   end_sync_wait();
   check_replies(waited, {&reply, 1}, what);
@@ -273,12 +270,10 @@ void node::check_replies(const status& waited, std::span<reply_payload> replies,
       reader.type();
       job_.fatal(std::string(what) + ": the request was refused: " + reader.get_string());
     }
-  tally_taken(replies.size());
 }
 
 void node::send_one_way(int peer, const message_writer& message, std::string_view what,
                         bool rung) {
-  tally_sent();
   status sent = rung ? link_->send_one_way(peer, {message.bytes()})
                      : link_->send_one_way_unrung(peer, {message.bytes()});
   // From the application thread the send may still be in flight: finish
@@ -294,12 +289,10 @@ void node::send_one_way(int peer, const message_writer& message, std::string_vie
 // requester waiting for ever: the job stops, naming the cause.  A requester
 // that is gone needs no reply.
 void node::reply(const reply_token& to, const message_writer& message) {
-  tally_sent();
   replied(to, link_->reply(to, {message.bytes()}));
 }
 
 void node::reply(const reply_token& to, message_writer&& message) {
-  tally_sent();
   replied(to, link_->reply(to, std::move(message.buffer())));
 }
 
@@ -327,14 +320,6 @@ void node::reject(const incoming_request& request, const std::string& why) {
 void node::handle_request(const incoming_request& request) {
   message_reader reader(request.payload);
   message_type type = reader.type();
-  // Uncounted: a question about the counts.
-  if (reader.ok() && type == message_type::wait_query) return handle_wait_query(request, reader);
-  dispatch_request(request, type, reader);
-  tally_taken(1);
-}
-
-void node::dispatch_request(const incoming_request& request, message_type type,
-                            message_reader& reader) {
   if (!reader.ok()) return reject(request, "empty message");
   switch (type) {
     case message_type::lock_acquire: return handle_lock_request(request, reader);
@@ -352,6 +337,7 @@ void node::dispatch_request(const incoming_request& request, message_type type,
     case message_type::collection_call: return handle_collection_call(request, reader);
     case message_type::push_stop: return handle_push_stop(request, reader);
     case message_type::barrier_push: return handle_barrier_push(request, reader);
+    case message_type::wait_query: return handle_wait_query(request, reader);
     default:
       return reject(request, "unknown message type " + std::to_string(static_cast<int>(type)));
   }

@@ -58,6 +58,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -251,7 +252,6 @@ class node {
 
   // Requests from other processes (service thread).
   void handle_request(const incoming_request& request);
-  void dispatch_request(const incoming_request& request, message_type type, message_reader& reader);
   void reject(const incoming_request& request, const std::string& why);
 
   // Pages (page.cc).
@@ -584,51 +584,40 @@ class node {
   bool exiting_ = false;
 
   // Deadlock detection (deadlock.cc).  The synchronisation wait the
-  // calling thread is in, if any, read by whichever thread answers process
-  // 0's wait_query: serial is odd during a wait and moves at its start and
-  // end, and kind, id and cond change only while it is even (a seqlock).
+  // calling thread is in, if any, and the request it waits on, read by
+  // whichever thread answers process 0's wait_query: serial moves at the
+  // wait's start and end, and kind, id, cond and request change only
+  // while it is not in the waiting state (a seqlock).
   struct wait_record {
     std::atomic<std::uint64_t> serial{0};
-    std::atomic<std::uint32_t> kind{0}, id{0}, cond{0};
+    std::atomic<std::uint32_t> kind{0}, id{0}, cond{0}, request{0};
   };
   wait_record sync_wait_;
-  void begin_sync_wait(wait_kind kind, std::uint32_t id, std::uint32_t cond);
+  // Process 0 looks for a deadlock once a synchronisation wait has lasted
+  // this long (TMK_DEADLOCK_CHECK), and again as often; the others never.
+  const std::chrono::steady_clock::duration deadlock_patience_;
+  void begin_sync_wait(wait_kind kind, std::uint32_t id, std::uint32_t cond, request_id request);
   void end_sync_wait();
-  // The runtime's messages this process has sent (counted before they go)
-  // and taken in (requests once handled, replies once their wait has them),
-  // wait queries aside: while one is on its way or being handled, the sums
-  // over all processes differ.  Each tally has one writer at a time, the
-  // thread that owns its channel (transport::serving_requests), and a cache
-  // line of its own.
-  struct alignas(64) message_tally {
-    std::atomic<std::uint64_t> sent{0}, taken{0};
-  };
-  message_tally caller_tally_, service_tally_;
-  message_tally& own_tally() {
-    return transport::serving_requests() ? service_tally_ : caller_tally_;
-  }
-  static void tally(std::atomic<std::uint64_t>& counter, std::uint64_t amount) {
-    counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
-  }
-  void tally_sent() { tally(own_tally().sent, 1); }
-  void tally_taken(std::uint64_t amount) { tally(own_tally().taken, amount); }
-  // One process's answer to a wait_query.
+  // One process's wait as a wait_query reports it, and, asked about every
+  // process's wait, those whose requests wait here for a call (parked) and
+  // the locks waited for that it holds.
   struct wait_snapshot {
-    std::uint64_t serial = 0;  // odd: in a synchronisation wait
-    std::uint32_t kind = 0, id = 0, cond = 0;
-    std::uint64_t sent = 0, taken = 0;
-    std::vector<std::uint32_t> held;  // of the locks asked about
+    std::uint64_t serial = 0;  // in the waiting state: in a synchronisation wait
+    std::uint32_t kind = 0, id = 0, cond = 0, request = 0;
+    std::vector<std::uint32_t> parked;  // processes
+    std::vector<std::uint32_t> held;    // lock ids
     bool same_wait(const wait_snapshot& other) const {
       return serial == other.serial && kind == other.kind && id == other.id &&
-             cond == other.cond && sent == other.sent && taken == other.taken;
+             cond == other.cond && request == other.request;
     }
   };
-  wait_snapshot own_wait_snapshot(std::span<const std::uint32_t> locks);
-  std::vector<wait_snapshot> wait_snapshots(std::span<const std::uint32_t> locks,
+  wait_snapshot own_wait_snapshot(std::span<const wait_snapshot> waits);
+  bool parked_here(int process, const wait_snapshot& wait);
+  std::vector<wait_snapshot> wait_snapshots(std::span<const wait_snapshot> waits,
                                             std::string_view what);
   void handle_wait_query(const incoming_request& request, message_reader& reader);
   // Process 0, from inside a synchronisation wait of its own: stops the job
-  // if every process waits for another and none can go on.
+  // if every process waits for a call that none can make.
   void look_for_deadlock(std::string_view what);
   std::string describe_wait(const wait_snapshot& wait) const;
 };

@@ -19,7 +19,7 @@ enum class status_code {
   invalid_argument,   // bad option, bad id, bad size: the user's input
   message_too_large,  // above the configured maximum message size
   peer_lost,          // a peer died, disconnected or stopped answering
-  timeout,            // a peer never arrived within the configured time
+  timeout,            // a peer never arrived within the configured time; a wait's patience ran out
   protocol_error,     // a malformed or unexpected message
   system_error,       // a failed system call (errno text in the message)
   transport_error,    // the communication library failed

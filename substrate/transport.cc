@@ -911,11 +911,12 @@ status transport::wait_replies(std::span<const request_id> ids,
 }
 
 status transport::wait_reply_interruptible(request_id id, reply_payload& reply,
-                                           clock_type::time_point until) {
+                                           clock_type::duration patience) {
   if (find_pending(id) == nullptr)
     return status(status_code::invalid_argument, "wait for an unknown request");
-  status waited = wait_until_done({&id, 1}, true, until);
-  if (waited.code() == status_code::interrupted) return waited;  // the slot stays
+  status waited = wait_until_done({&id, 1}, true, patience);
+  if (waited.code() == status_code::interrupted || waited.code() == status_code::timeout)
+    return waited;  // the slot stays
   pending_reply* slot = find_pending(id);
   if (waited)
     hand_over(*slot, reply);
@@ -1091,7 +1092,7 @@ void transport::listen_for_requests(bool listen) {
 // against 0.327 and 0.324, TSP 0.511 and 0.506 against 0.540 and 0.516;
 // SOR and FFT did not change.
 status transport::wait_until_done(std::span<const request_id> ids, bool interruptible,
-                                  clock_type::time_point until) {
+                                  clock_type::duration patience) {
   auto all_done = [&] {
     for (request_id id : ids)
       if (!pending_[id & (max_outstanding - 1)].done.load()) return false;
@@ -1128,6 +1129,12 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
   // sleep (with a clock read of its own, and a thread-local look in each
   // send, the bookkeeping cost about 0.02 us of an 8-byte round trip of 0.4).
   auto looked = clock_type::now();
+  // Measured from the wait's first look at the clock, which it takes
+  // anyway: a deadline the caller computed would cost a clock read in
+  // every wait.
+  const auto until = patience == clock_type::duration::max() ? clock_type::time_point::max()
+                                                              : looked + patience;
+  auto out_of_patience = [] { return status(status_code::timeout, "waited as long as asked"); };
   struct owed_scope {
     transport& self;
     const clock_type::time_point& looked;
@@ -1175,7 +1182,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
       if (job_.failed()) return job_.failure();
       if ((round & 15) == 0) {
         looked = clock_type::now();
-        if (looked >= until) return status(status_code::interrupted, "interrupted");
+        if (looked >= until) return out_of_patience();
         // Before this thread yields its core, for as long as others run.
         if (!owed_rings_.empty()) ring_owed(yielding, looked);
         if (looked >= spin_until) break;
@@ -1196,7 +1203,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
                      {job_.failure_fd(), POLLIN, 0},
                      {caller_wake_fd_, POLLIN, 0}};
     // Every second at least (a lost peer also shows on failure_fd), and at
-    // until for an interruptible wait that ends then.
+    // the end of the wait's patience.
     int timeout_ms = 1000;
     if (until != clock_type::time_point::max())
       timeout_ms = static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(
@@ -1210,7 +1217,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
     progress(channel::reply);
     if (all_done()) return status::ok();
     if (job_.failed()) return job_.failure();
-    if (looked >= until) return status(status_code::interrupted, "interrupted");
+    if (looked >= until) return out_of_patience();
   }
 }
 

@@ -265,10 +265,11 @@ class transport {
   // Calling thread: wait_reply, but it ends with status_code::interrupted,
   // the request still outstanding (wait for it again later), once
   // interrupt_wait() has been called, during the wait or since the last
-  // wait it ended, or once the clock reaches until.
+  // wait it ended; and with status_code::timeout, the request still
+  // outstanding as well, once the wait has lasted patience.
   status wait_reply_interruptible(
       request_id id, reply_payload& reply,
-      std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max());
+      std::chrono::steady_clock::duration patience = std::chrono::steady_clock::duration::max());
   // Either thread: ends the calling thread's interruptible wait, the one
   // under way or the next.
   void interrupt_wait();
@@ -441,7 +442,7 @@ class transport {
   void give_back_lent(pending_reply& slot);
   status wait_until_done(
       std::span<const request_id> ids, bool interruptible = false,
-      std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max());
+      std::chrono::steady_clock::duration patience = std::chrono::steady_clock::duration::max());
   status send(channel from, int peer, channel to, message_kind kind, int origin,
               std::uint32_t sequence, parts payload, bool rung = true, bool counted = true);
   // send() from the channel this thread owns now, finished before it
