@@ -42,7 +42,7 @@ enum class message_type : std::uint8_t {
   rejected,            // reply: the request was malformed or not allowed (reason)
   push_stop,           // one way, to a writer: stop pushing these pages' diffs to me
   barrier_push,        // one way, to a reader at a barrier: the writer's diffs of its pages
-  wait_query,          // from process 0: what do you wait for, and which of these locks do you hold
+  wait_query,          // from process 0: your wait, and which of these waits are parked with you
   wait_answer,         //
 };
 
