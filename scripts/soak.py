@@ -3,8 +3,8 @@
 
 Each run picks a program, a process count (2 to 8: more than the cores
 here) and settings: the substrate, doorbells, how long a ring is held
-back, how many pages a fault brings, a small garbage-collection threshold,
-and runs it once.  The programs check themselves: the runtime's seeded
+back, how many pages a fault brings, how soon process 0 looks for a
+deadlock, a small garbage-collection threshold, and runs it once.  The programs check themselves: the runtime's seeded
 random programs against their sequential oracle (api_worker -t stress,
 and its lock, barrier and collection scenarios), the four applications
 at small sizes against their sequential runs, and the substrate's
@@ -87,6 +87,10 @@ def pick_settings(rng, nprocs):
     # change when a sleeping thread runs, not what it does.
     if rng.random() < 0.25:
         env["TMK_CPU_LATENCY_US"] = "0"
+    # Process 0 asking every process what it waits for as often as every
+    # millisecond of its waits: a deadlock reported in a job that would
+    # have gone on fails the run.
+    env["TMK_DEADLOCK_CHECK"] = rng.choice(["1", "1", "0.01", "0.001"])
     # A busy-polling service thread per process only where each has a core.
     if nprocs <= 2 and rng.random() < 0.2:
         env["TMK_NOTIFY"] = "poll"
