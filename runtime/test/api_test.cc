@@ -357,6 +357,24 @@ TEST(api_deadlock_checks, the_questions_are_not_counted) {
     }
 }
 
+#ifdef TMK_MPIEXEC
+// Started by mpirun, processes not forked from one another, a deadlock
+// stops the job the same way.
+TEST(api_deadlock_checks, is_reported_under_mpirun) {
+  program_result result =
+      run_program({TMK_MPIEXEC, "-np", "3", "--allow-run-as-root", "--oversubscribe", API_WORKER, "-t",
+                   "deadlock-locks"},
+                  {}, 120);
+  EXPECT_NE(result.exit_code, 0) << describe(result);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_NE(result.err.find("tmk[0]: deadlock: every process waits, and none of the waits can end "
+                            "(process 0 in Tmk_lock_acquire(2), holding lock 1; process 1 in "
+                            "Tmk_lock_acquire(1), holding lock 2; process 2 in Tmk_barrier(1))"),
+            std::string::npos)
+      << describe(result);
+}
+#endif
+
 // TMK_DEADLOCK_CHECK=0 turns the looks off: the deadlock is left to the
 // user (here, the test's own time limit ends it).
 TEST(api_deadlock_checks, can_be_turned_off) {
