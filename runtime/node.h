@@ -235,8 +235,9 @@ class node {
   // A wait for another process's synchronisation call (a lock's grant, a
   // condition's wake-up, a barrier's departure): a garbage collection
   // called meanwhile is taken part in from inside it, and it is recorded
-  // for deadlock detection (deadlock.cc) as kind, id, cond and id.  The reply
-  // goes into reply: one reused keeps its buffer for the next (see grant_).
+  // for deadlock detection (deadlock.cc) as kind, wait_id, cond and id.
+  // The reply goes into reply: one reused keeps its buffer for the next
+  // (see grant_).
   enum class wait_kind : std::uint32_t { none, barrier, exit, lock, cond };
   void await_synchronization(request_id id, std::string_view what, reply_payload& reply,
                              wait_kind kind, std::uint32_t wait_id, std::uint32_t cond = 0);
