@@ -173,20 +173,12 @@ std::vector<node::wait_snapshot> node::wait_snapshots(std::span<const wait_snaps
   std::vector<request_id> ids;
   for (int process = 1; process < nprocs_; ++process) {
     auto id = link_->send_request_uncounted(process, {query.bytes()});
-    if (!id) {
-      if (id.error().code() == status_code::peer_lost) job_.fatal_lost(id.error(), std::string(what));
-      job_.fatal(std::string(what) + ": " + id.error().message());
-    }
-    ids.push_back(*id);
+    ids.push_back(sent_or_stop(id, what));
   }
   std::vector<wait_snapshot> all;
   all.push_back(own_wait_snapshot(waits));
   std::vector<reply_payload> replies(ids.size());
-  status waited = link_->wait_replies(ids, replies);
-  if (!waited) {
-    if (waited.code() == status_code::peer_lost) job_.fatal_lost(waited, std::string(what));
-    job_.fatal(std::string(what) + ": " + waited.message());
-  }
+  await_all(ids, replies, what);
   for (std::size_t i = 0; i < replies.size(); ++i) {
     message_reader reader(replies[i].bytes());
     wait_snapshot snapshot;

@@ -220,6 +220,10 @@ request_id node::send_request(int peer, const message_writer& message, std::stri
   }
   auto id = to_caller && peer != rank_ ? link_->send_request_to_caller(peer, {message.bytes()})
                                         : link_->send_request(peer, {message.bytes()});
+  return sent_or_stop(id, what);
+}
+
+request_id node::sent_or_stop(result<request_id>& id, std::string_view what) {
   if (!id) {
     if (id.error().code() == status_code::peer_lost) job_.fatal_lost(id.error(), std::string(what));
     job_.fatal(std::string(what) + ": " + id.error().message());

@@ -229,6 +229,8 @@ class node {
   // handles the request when it next waits (transport::send_request_to_caller).
   request_id send_request(int peer, const message_writer& message, std::string_view what,
                           bool to_caller = false);
+  // The id of a request sent, or the job stops naming what failed.
+  request_id sent_or_stop(result<request_id>& id, std::string_view what);
   reply_payload await(request_id id, std::string_view what);
   void await_all(std::span<const request_id> ids, std::span<reply_payload> replies,
                  std::string_view what);

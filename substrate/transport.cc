@@ -730,11 +730,12 @@ result<request_id> transport::send_request_to_caller(int peer, parts payload) {
   return send_request(message_kind::caller_request, peer, payload);
 }
 
-result<request_id> transport::send_request(message_kind kind, int peer, parts payload) {
+result<request_id> transport::send_request(message_kind kind, int peer, parts payload,
+                                           bool counted) {
   auto id = take_slot();
   if (!id) return id;
   channel to = kind == message_kind::caller_request ? channel::reply : channel::request;
-  status sent = send(channel::reply, peer, to, kind, rank_, *id, payload);
+  status sent = send(channel::reply, peer, to, kind, rank_, *id, payload, true, counted);
   if (!sent) {
     release_pending(*find_pending(*id));
     return sent;
@@ -745,15 +746,7 @@ result<request_id> transport::send_request(message_kind kind, int peer, parts pa
 result<request_id> transport::send_request_uncounted(int peer, parts payload) {
   if (peer == rank_)
     return status(status_code::invalid_argument, "an uncounted request to this process itself");
-  auto id = take_slot();
-  if (!id) return id;
-  status sent = send(channel::reply, peer, channel::request, message_kind::request, rank_, *id,
-                     payload, true, false);
-  if (!sent) {
-    release_pending(*find_pending(*id));
-    return sent;
-  }
-  return id;
+  return send_request(message_kind::request, peer, payload, false);
 }
 
 result<request_id> transport::expect_reply_here() { return take_slot(true); }
@@ -777,16 +770,16 @@ status transport::reply(const reply_token& to, std::vector<std::byte>&& payload)
   return reply(message_kind::reply, to, {payload});
 }
 
-status transport::reply(message_kind kind, const reply_token& to, parts payload) {
+status transport::reply(message_kind kind, const reply_token& to, parts payload, bool counted) {
   if (to.origin == rank_) return reply_here(to.sequence, payload);
-  return send_and_finish(to.origin, channel::reply, kind, to.origin, to.sequence, payload);
+  return send_and_finish(to.origin, channel::reply, kind, to.origin, to.sequence, payload,
+                         counted);
 }
 
 status transport::reply_uncounted(const reply_token& to, parts payload) {
   if (to.origin == rank_)
     return status(status_code::invalid_argument, "an uncounted reply to this process itself");
-  return send_and_finish(to.origin, channel::reply, message_kind::reply, to.origin, to.sequence,
-                         payload, false);
+  return reply(message_kind::reply, to, payload, false);
 }
 
 // A send left in flight by the calling thread would stall until it next

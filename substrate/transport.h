@@ -367,8 +367,9 @@ class transport {
   status reply_here(std::uint32_t sequence, parts payload);
   status reply_here(std::uint32_t sequence, std::vector<std::byte>&& payload);
   // send_request and reply with a message kind of the substrate's own.
-  result<request_id> send_request(message_kind kind, int peer, parts payload);
-  status reply(message_kind kind, const reply_token& to, parts payload);
+  result<request_id> send_request(message_kind kind, int peer, parts payload,
+                                  bool counted = true);
+  status reply(message_kind kind, const reply_token& to, parts payload, bool counted = true);
   // A warm_up message (service thread): passed on or answered.
   void answer_warm_up(const wire_header& header, byte_span payload);
   // With doorbells: after a message to peer's request channel is in (and
