@@ -40,7 +40,8 @@ enum class message_type : std::uint8_t {
   collection_reply,    // reply: the garbage collection to take part in now, if any
   collection_call,     // one way, from process 0: take part in garbage collection number N
   rejected,            // reply: the request was malformed or not allowed (reason)
-  push_stop,           // one way, to a writer: stop pushing these pages' diffs to me
+  push_stop,           // to a writer: stop pushing these pages' diffs to me
+  push_stop_reply,     // reply: taken in, no push after the writer's next barrier
   barrier_push,        // one way, to a reader at a barrier: the writer's diffs of its pages
   wait_query,          // from process 0: your wait, and which of these waits are parked with you
   wait_answer,         //
