@@ -498,16 +498,16 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(
 }
 
 // Tells each writer which pages' pushes this process stops taking, and
-// waits until each has taken it in, so that the writer's arrival at the
-// next barrier this process reaches pushes none of them (a push already
-// on its way is applied all the same).  Sent one way, the stop could be
-// outrun: the barriers need no service thread, and a writer's service
-// thread that held the request channel when the machine's scheduler took
-// its core (more processes than cores) left it unread for 8 ms, over
-// which the two processes of a run passed 25 barriers, each with the
-// pushes it asked to stop (api scenario read-once, failing in 4 of 1200
-// runs under AddressSanitizer, eight at a time on 2 cores).  A stop is
-// rare (once for each set of pages no longer read), and its round trip
+// waits until each has taken it in, so that no barrier after the next one
+// this process reaches pushes them (the writer may have arrived at that
+// one already; a push on its way is applied all the same).  Sent one way,
+// a stop could be outrun: barriers need no service thread, and a writer's
+// service thread that held the request channel when the scheduler took
+// its core (more threads on the host than cores) left it unread for 8 ms,
+// over which the two processes of a run passed 25 barriers, each with the
+// pushes it asked to stop (api scenario read-once, failing in 2 to 4 of
+// 1200 runs under AddressSanitizer, eight at a time on 2 cores).  A stop
+// is rare (once for each set of pages no longer read), and its round trip
 // small against the pushes it ends.
 void node::stop_pushes(const std::vector<std::vector<std::uint32_t>>& unread) {
   std::vector<request_id> sent;

@@ -41,7 +41,7 @@ enum class message_type : std::uint8_t {
   collection_call,     // one way, from process 0: take part in garbage collection number N
   rejected,            // reply: the request was malformed or not allowed (reason)
   push_stop,           // to a writer: stop pushing these pages' diffs to me
-  push_stop_reply,     // reply: taken in, no push after the writer's next barrier
+  push_stop_reply,     // reply: taken in; the writer's arrivals from now on push none of them
   barrier_push,        // one way, to a reader at a barrier: the writer's diffs of its pages
   wait_query,          // from process 0: your wait, and which of these waits are parked with you
   wait_answer,         //
