@@ -31,6 +31,10 @@ const setting_description substrate_table[] = {
      "with doorbells, how long a waiting caller holds back the ring for its request to a "
      "process whose service thread sleeps, in case a caller there takes the request channel "
      "first (microseconds; 0: ring at once)"},
+    {"TMK_NUDGE_US", "50",
+     "with doorbells, how long a caller waits for a reply from a process whose service thread "
+     "has been rung and has not run before it signals that process's calling thread to yield "
+     "its core (microseconds; 0: never)"},
     {"TMK_MAX_MESSAGE", "256M", "largest message the substrate accepts (bytes, K/M/G suffix)"},
     {"TMK_WARM_UP", "1M",
      "largest message exchanged at start-up to open connections and touch buffers before the "

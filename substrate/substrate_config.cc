@@ -78,6 +78,11 @@ result<substrate_config> substrate_config::from_environment() {
     if (!parsed) return parsed.error();
     config.ring_delay_us = static_cast<unsigned>(*parsed);
   }
+  if (auto value = setting_value("TMK_NUDGE_US")) {
+    auto parsed = parse_unsigned("TMK_NUDGE_US", *value, 0, 1000000);
+    if (!parsed) return parsed.error();
+    config.nudge_us = static_cast<unsigned>(*parsed);
+  }
   if (auto value = setting_value("TMK_MAX_MESSAGE")) {
     auto parsed = parse_size("TMK_MAX_MESSAGE", *value, 64 << 10, std::uint64_t{1} << 31);
     if (!parsed) return parsed.error();

@@ -29,6 +29,7 @@ struct substrate_config {
   unsigned service_spin_us = 50;
   unsigned wait_spin_us = 500;
   unsigned ring_delay_us = 3;
+  unsigned nudge_us = 50;
   std::size_t max_message = std::size_t{256} << 20;
   std::size_t warm_up_bytes = std::size_t{1} << 20;
   unsigned outstanding = 2;

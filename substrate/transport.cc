@@ -9,8 +9,10 @@
 // are per thread.
 #include "transport.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <linux/futex.h>
 #include <sys/eventfd.h>
@@ -68,6 +70,40 @@ bool futex_wait(std::uint32_t& word, std::uint32_t seen, const timespec& timeout
          errno != ETIMEDOUT;
 }
 static_assert(std::atomic_ref<std::uint32_t>::is_always_lock_free);
+
+// The signal a nudge sends (nudge_rung), ignored by default, so that one
+// reaching a process that has not installed the handler yet or has let go
+// of it does nothing.
+constexpr int nudge_signal = SIGURG;
+// The calling thread gives its core up for a turn, to the service thread
+// woken on it if that one waits for the core.  Async-signal-safe, and
+// harmless wherever it lands: inside a system call, which SA_RESTART
+// resumes (all but the sleeps and polls that end early on any signal), or
+// inside the runtime.
+void on_nudge(int) {
+  int saved = errno;
+  sched_yield();
+  errno = saved;
+}
+// Installs on_nudge unless the program handles the signal itself: true if
+// the process takes nudges.
+bool take_nudges() {
+  static const bool taken = [] {
+    struct sigaction before {};
+    if (sigaction(nudge_signal, nullptr, &before) != 0) return false;
+    if (before.sa_handler == on_nudge) return true;
+    if ((before.sa_flags & SA_SIGINFO) != 0 || before.sa_handler != SIG_DFL) {
+      TMK_LOG(info, "SIGURG has a handler of the program's: no nudges to this process");
+      return false;
+    }
+    struct sigaction nudge {};
+    nudge.sa_handler = on_nudge;
+    nudge.sa_flags = SA_RESTART;
+    sigemptyset(&nudge.sa_mask);
+    return sigaction(nudge_signal, &nudge, nullptr) == 0;
+  }();
+  return taken;
+}
 }  // namespace
 
 result<std::unique_ptr<transport>> transport::create(job& owner, const substrate_config& config,
@@ -107,6 +143,7 @@ transport_counters transport::counters() const {
     sum.bytes_received += of->bytes_received.load(std::memory_order_relaxed);
   }
   sum.service_wakeups = service_wakeups_.load(std::memory_order_relaxed);
+  sum.nudges = nudges_.load(std::memory_order_relaxed);
   return sum;
 }
 
@@ -114,6 +151,8 @@ transport::~transport() {
   stop();
   if (wake_fd_ >= 0) close(wake_fd_);
   if (caller_wake_fd_ >= 0) close(caller_wake_fd_);
+  for (int fd : caller_stat_fds_)
+    if (fd >= 0) close(fd);
   if (service_epoll_ >= 0) close(service_epoll_);
 }
 
@@ -125,7 +164,10 @@ status transport::start(request_handler handler) {
   // The backend decided (TMK_DOORBELL, TMK_NOTIFY, the job's shared lines)
   // and agreed with every other process: all ring or none.
   doorbells_ = supports_doorbell();
-  if (doorbells_) own_bell_ = &bell_of(rank_);
+  if (doorbells_) {
+    own_bell_ = &bell_of(rank_);
+    publish_caller(true);
+  }
   if (!doorbells_ && service_epoll_ < 0) {
     service_epoll_ = epoll_create1(EPOLL_CLOEXEC);
     if (service_epoll_ < 0) return errno_status("epoll_create1");
@@ -153,11 +195,15 @@ void transport::stop() {
   if (!service_.joinable()) return;
   stopping_.store(true);
   if (doorbells_) {
+    publish_caller(false);
     wake(bell_of(rank_));
   } else {
     ring_event_fd(wake_fd_);
   }
   service_.join();
+  TMK_LOG(debug, "service thread woke %llu times; %llu nudges sent",
+          static_cast<unsigned long long>(service_wakeups_.load()),
+          static_cast<unsigned long long>(nudges_.load()));
 }
 
 // The service thread: make progress (the backend runs the handler for each
@@ -329,10 +375,75 @@ void transport::wake(doorbell& bell) {
   futex_wake(bell.rings);
 }
 
+void transport::publish_caller(bool taking) {
+  bool takes = taking && config_.nudge_us > 0 && take_nudges();
+  std::atomic_ref<std::int32_t>(own_bell_->caller_tid).store(0);
+  std::atomic_ref<std::int32_t>(own_bell_->caller_pid).store(takes ? getpid() : 0);
+  std::atomic_ref<std::int32_t>(own_bell_->caller_tid).store(takes ? gettid() : 0);
+}
+
+// A service thread woken while its caller computes on the same core waits
+// for that caller to give the core up: the kernel's scheduler lets a
+// running thread go on to the end of its slice, and a request to a process
+// that computes without entering the runtime (serve_pending serves those
+// that do), as SOR's processes do through their phases, waited 250-450 us
+// that way (BENCHMARKS.md).  After TMK_NUDGE_US of a wait, each process an
+// unanswered request went to whose service thread is awake or rung, whose
+// caller holds no channel and is not asleep in a wait, and whose calling
+// thread the kernel shows running or ready to run (caller_runs), gets a
+// signal for that thread, whose handler yields the core.  Once a wait:
+// nudged up to four times, SOR's first iteration on 2 processes took no
+// less time (31 alternated pairs, 2026-11-28).
+void transport::nudge_rung(std::span<const request_id> ids) {
+  int last = -1;
+  for (request_id id : ids) {
+    const pending_reply& slot = pending_[id & (max_outstanding - 1)];
+    int peer = slot.peer;
+    if (slot.done.load() || peer < 0 || peer == rank_ || peer == last) continue;
+    last = peer;
+    doorbell& bell = bell_of(peer);
+    if (word(bell.polled).load() != 0 || word(bell.asleep).load() != 0 ||
+        word(bell.caller_asleep).load() != 0)
+      continue;
+    std::int32_t pid = std::atomic_ref<std::int32_t>(bell.caller_pid).load();
+    std::int32_t tid = std::atomic_ref<std::int32_t>(bell.caller_tid).load();
+    if (pid <= 0 || tid <= 0 || !caller_runs(peer, pid, tid)) continue;
+    // A process that has ended meanwhile: nothing to nudge.
+    if (syscall(SYS_tgkill, pid, tid, nudge_signal) == 0)
+      nudges_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// A caller asleep in a system call holds no core, and a signal would end
+// some of them early (poll, nanosleep: SA_RESTART does not resume those):
+// only a caller the kernel shows running or ready to run is nudged.  The
+// look costs a read of /proc (about 3 us on the machine of BENCHMARKS.md),
+// once in a wait that has lasted TMK_NUDGE_US.
+bool transport::caller_runs(int peer, std::int32_t pid, std::int32_t tid) {
+  if (caller_stat_fds_.empty()) caller_stat_fds_.assign(static_cast<std::size_t>(size_), -1);
+  int& fd = caller_stat_fds_[static_cast<std::size_t>(peer)];
+  if (fd == -1) {
+    std::string path = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat";
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fd = -2;
+  }
+  if (fd < 0) return false;
+  // "tid (command) state ...": the command may hold anything, parentheses
+  // and spaces too; the state follows the last parenthesis.
+  char text[512];
+  ssize_t length = pread(fd, text, sizeof text - 1, 0);
+  if (length <= 0) return false;
+  text[length] = '\0';
+  const char* close = strrchr(text, ')');
+  return close != nullptr && close[1] == ' ' && close[2] == 'R';
+}
+
 void transport::set_caller_idle(bool idle) {
   caller_woken_.store(false, std::memory_order_relaxed);
   // Ordered before the caller's last look at its replies (see reply_here).
   caller_asleep_.store(idle);
+  if (own_bell_ != nullptr)
+    word(own_bell_->caller_asleep).store(idle ? 1 : 0, std::memory_order_relaxed);
 }
 
 void transport::deliver_request(const wire_header& header, byte_span payload) {
@@ -563,6 +674,7 @@ result<request_id> transport::take_slot(bool here) {
   slot.id = id;
   slot.done = false;
   slot.here = here;
+  slot.peer = -1;
   return id;
 }
 
@@ -735,6 +847,8 @@ result<request_id> transport::send_request(message_kind kind, int peer, parts pa
   auto id = take_slot();
   if (!id) return id;
   channel to = kind == message_kind::caller_request ? channel::reply : channel::request;
+  // A caller_request rings nobody: no service thread to nudge for it.
+  pending_[*id & (max_outstanding - 1)].peer = to == channel::request ? peer : -1;
   status sent = send(channel::reply, peer, to, kind, rank_, *id, payload, true, counted);
   if (!sent) {
     release_pending(*find_pending(*id));
@@ -1127,6 +1241,10 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
   // every wait.
   const auto until = patience == clock_type::duration::max() ? clock_type::time_point::max()
                                                               : looked + patience;
+  const auto nudge_at = doorbells_ && config_.nudge_us > 0
+                            ? looked + std::chrono::microseconds(config_.nudge_us)
+                            : clock_type::time_point::max();
+  bool nudged = false;
   auto out_of_patience = [] { return status(status_code::timeout, "waited as long as asked"); };
   struct owed_scope {
     transport& self;
@@ -1178,6 +1296,10 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
         if (looked >= until) return out_of_patience();
         // Before this thread yields its core, for as long as others run.
         if (!owed_rings_.empty()) ring_owed(yielding, looked);
+        if (!nudged && looked >= nudge_at) {
+          nudged = true;
+          nudge_rung(ids);
+        }
         if (looked >= spin_until) break;
         if (yielding) sched_yield();
       }

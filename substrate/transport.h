@@ -37,7 +37,10 @@
 // even when a spinning caller serves the channel, and arming and listening
 // again cost the sleeper system calls of their own (about 1.2 us each on
 // the machine of BENCHMARKS.md): a lock acquired from a waiting manager
-// took 5 us, 2.4 with doorbells.
+// took 5 us, 2.4 with doorbells.  The doorbell also tells a caller whose
+// request has waited TMK_NUDGE_US where the other process's calling thread
+// is: one that runs is sent SIGURG, and yields its core to its service
+// thread (nudge_rung).
 //
 // A request may also go to a peer's reply channel (send_request_to_caller),
 // for its calling thread to handle in its next wait: a barrier's arrivals
@@ -138,6 +141,7 @@ struct transport_counters {
   std::uint64_t messages_received = 0;
   std::uint64_t bytes_received = 0;
   std::uint64_t service_wakeups = 0;  // times the service thread slept and woke
+  std::uint64_t nudges = 0;  // signals to another process's caller to yield (nudge_rung)
 };
 
 // Receive-buffer memory a backend preposts for a job of n processes.
@@ -411,6 +415,7 @@ class transport {
     // itself, or what another process sends unasked, such as a barrier's
     // pushed diffs): its wait serves requests as often as a barrier's does.
     bool here = false;
+    int peer = -1;  // where the request went (send_request), for nudge_rung
     std::vector<std::byte> payload;
     // Instead of payload: a buffer the backend lends (calling thread only).
     std::span<std::byte> lent;
@@ -492,6 +497,9 @@ class transport {
     std::uint32_t polled;  // a spinning caller holds the channel
     std::uint32_t unused;
     std::uint64_t left_wait_ns;  // when the caller last left a wait (steady clock, ns)
+    std::int32_t caller_pid;      // where a nudge goes (nudge_rung), or 0: none
+    std::int32_t caller_tid;      // the calling thread there
+    std::uint32_t caller_asleep;  // the caller sleeps (set_caller_idle): its core is free
   };
   doorbell& bell_of(int of_rank) const {
     return *static_cast<doorbell*>(job_.shared_line(of_rank));
@@ -502,6 +510,18 @@ class transport {
   void sleep_on_doorbell(std::unique_lock<std::mutex>& own);
   // Counts a ring and wakes the thread asleep on it, if any.
   static void wake(doorbell& bell);
+  // Calling thread, in a wait that has lasted TMK_NUDGE_US: signals the
+  // calling thread of each process the wait's unanswered requests went to
+  // whose service thread may be waiting for that thread's core, to yield it.
+  void nudge_rung(std::span<const request_id> ids);
+  // This process's caller takes nudges (start() to stop()).
+  void publish_caller(bool taking);
+  // Whether the kernel has peer's calling thread running or waiting for
+  // a core (state R), not asleep in a system call.
+  bool caller_runs(int peer, std::int32_t pid, std::int32_t tid);
+  // Calling thread only: per peer, an open /proc stat file of its calling
+  // thread, -1 before the first look, -2 if it cannot be read.
+  std::vector<int> caller_stat_fds_;
   bool doorbells_ = false;
 
   request_handler handler_;
@@ -547,6 +567,7 @@ class transport {
   thread_counters caller_counters_;
   thread_counters service_counters_;
   std::atomic<std::uint64_t> service_wakeups_{0};
+  std::atomic<std::uint64_t> nudges_{0};  // sent by the calling thread
   // The last message delivered here that was sent with a ring (every
   // request, and every one-way message but those sent unrung) and how many
   // have been, by whichever thread holds the request channel (under

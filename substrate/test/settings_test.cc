@@ -76,6 +76,14 @@ TEST(settings, substrate_configuration_from_environment) {
   ASSERT_FALSE(bad_delay);
   EXPECT_NE(bad_delay.error().message().find("TMK_RING_DELAY_US=-1"), std::string::npos);
   unsetenv("TMK_RING_DELAY_US");
+  EXPECT_EQ(substrate_config::from_environment()->nudge_us, 50u);
+  setenv("TMK_NUDGE_US", "0", 1);
+  EXPECT_EQ(substrate_config::from_environment()->nudge_us, 0u);
+  setenv("TMK_NUDGE_US", "soon", 1);
+  auto bad_nudge = substrate_config::from_environment();
+  ASSERT_FALSE(bad_nudge);
+  EXPECT_NE(bad_nudge.error().message().find("TMK_NUDGE_US=soon"), std::string::npos);
+  unsetenv("TMK_NUDGE_US");
 }
 
 TEST(settings, every_setting_is_described) {

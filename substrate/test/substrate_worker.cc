@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -562,6 +563,87 @@ struct worker {
             echoes_on_caller.load(), count);
   }
 
+  // Nudges (transport.cc, nudge_rung): process 0 sends process 1 echoes
+  // 200 us apart, so that process 1's service thread sleeps between them,
+  // first while process 1's caller computes without entering the
+  // substrate, then while it sleeps in poll() for 600 ms.  Process 0
+  // prints how many nudges it sent in each phase; process 1 checks that
+  // its computation came out right and that its sleep lasted, uncut.
+  // With a SIGURG handler of the program's (own_handler, installed before
+  // the transport starts), that handler must never run and must stay.
+  static inline std::atomic<int> own_handler_calls{0};
+  static void count_own_handler(int) { own_handler_calls.fetch_add(1); }
+  void nudge(int count, bool own_handler) {
+    if (size == 1 || rank > 1) return;
+    op_header echo{op_echo, 0, 0, 0};
+    if (rank == 0) {
+      for (int i = 0; i < count; ++i) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        wait(request(1, {as_bytes_of(echo)}, "echo"), "echo from a computing process 1");
+      }
+      std::uint64_t computing = link->counters().nudges;
+      send_go(1, 1);
+      // Process 1 says it is about to sleep; its sleep outlasts these
+      // echoes by 200 ms on either side.
+      auto asked = std::chrono::steady_clock::now();
+      while (go_count.load() == 0) {
+        if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting for process 1");
+        if (std::chrono::steady_clock::now() - asked > std::chrono::seconds(20)) {
+          fail("process 1 never said it sleeps");
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      for (int i = 0; i < count; ++i) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        wait(request(1, {as_bytes_of(echo)}, "echo"), "echo from a sleeping process 1");
+      }
+      fprintf(stderr, "nudge: %llu while computing, %llu while asleep\n",
+              static_cast<unsigned long long>(computing),
+              static_cast<unsigned long long>(link->counters().nudges - computing));
+      return;
+    }
+    // A sum the compiler cannot fold, and the same sum again afterwards.
+    auto block_sum = [](std::uint64_t block) {
+      std::uint64_t sum = block;
+      for (std::uint64_t i = 0; i < 4096; ++i) sum = sum * 6364136223846793005u + i;
+      return sum;
+    };
+    std::uint64_t blocks = 0;
+    std::uint64_t total = 0;
+    auto start = std::chrono::steady_clock::now();
+    while (go_count.load(std::memory_order_relaxed) == 0) {
+      total += block_sum(blocks++);
+      if ((blocks & 63) == 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+        fail("no go from process 0 after 20 s (%d echoes served)", echoes_served.load());
+        return;
+      }
+    }
+    std::uint64_t again = 0;
+    for (std::uint64_t block = 0; block < blocks; ++block) again += block_sum(block);
+    if (again != total) fail("a computation interrupted by nudges came out wrong");
+    send_go(0, 0);
+    auto slept = std::chrono::steady_clock::now();
+    int ready = poll(nullptr, 0, 600);
+    int error = errno;
+    auto lasted = std::chrono::steady_clock::now() - slept;
+    if (ready != 0) fail("poll() while asleep returned %d (%s)", ready, strerror(error));
+    if (lasted < std::chrono::milliseconds(590))
+      fail("a sleep of 600 ms ended after %lld ms",
+           static_cast<long long>(
+               std::chrono::duration_cast<std::chrono::milliseconds>(lasted).count()));
+    if (echoes_served.load() != 2 * count)
+      fail("%d echoes served, %d sent", echoes_served.load(), 2 * count);
+    if (own_handler) {
+      struct sigaction now {};
+      sigaction(SIGURG, nullptr, &now);
+      if (now.sa_handler != count_own_handler) fail("the program's SIGURG handler was replaced");
+      if (own_handler_calls.load() != 0)
+        fail("the program's SIGURG handler ran %d times", own_handler_calls.load());
+    }
+  }
+
   // What this host's idle CPUs are asked while the job runs
   // (TMK_CPU_LATENCY_US, read back from the kernel's PM QoS file): printed
   // by process 0, after an exchange with every process, for the test to
@@ -836,6 +918,12 @@ int main(int argc, char** argv) {
   if (!config) return usage(config.error().message().c_str());
 
   worker self;
+  if (scenario == "nudge-own-handler") {
+    struct sigaction own {};
+    own.sa_handler = worker::count_own_handler;
+    sigemptyset(&own.sa_mask);
+    sigaction(SIGURG, &own, nullptr);
+  }
   auto started = job::start(*launch, options->nprocs);
   if (!started) {
     log_message(log_level::error, "start-up: %s", started.error().message().c_str());
@@ -869,6 +957,8 @@ int main(int argc, char** argv) {
   else if (scenario == "cpu-latency") self.cpu_latency();
   else if (scenario == "placement") self.placement();
   else if (scenario == "serve-pending") self.serve_pending(20);
+  else if (scenario == "nudge") self.nudge(50, false);
+  else if (scenario == "nudge-own-handler") self.nudge(50, true);
   else self.the_job->fatal("unknown scenario " + scenario);
 
   int exit_status = self.the_job->finish(self.failures == 0 ? 0 : 1);

@@ -261,6 +261,58 @@ TEST(transport_serve_pending, a_computing_caller_serves_what_its_service_thread_
   }
 }
 
+// Nudges: the counts process 0 of the nudge scenarios prints.
+struct nudge_counts {
+  long computing = -1;
+  long asleep = -1;
+};
+nudge_counts nudges_of(const program_result& result) {
+  nudge_counts counts;
+  auto at = result.err.find("nudge: ");
+  if (at != std::string::npos)
+    sscanf(result.err.c_str() + at, "nudge: %ld while computing, %ld while asleep", &counts.computing,
+           &counts.asleep);
+  return counts;
+}
+
+// A process that computes without entering the substrate is signalled to
+// yield its core to its service thread once a request to it has waited
+// TMK_NUDGE_US (1 us here, so that every wake-up of that thread outlasts
+// it): its computation comes out right, and a caller asleep in poll() is
+// never signalled, its sleep lasting as long as it asked.  Every process
+// pinned to its own core, its service thread with it.  Without doorbells
+// (sockets, UCX's own wake-up) there is nothing to tell where the caller
+// is, and no nudges; TMK_NUDGE_US=0 turns them off.
+TEST(transport_nudge, a_computing_caller_is_nudged_and_a_sleeping_one_is_not) {
+  for (int index : {0, 1, 2, 3}) {
+    for (const char* after : {"1", "0"}) {
+      program_result result = run_worker("nudge", 2, backends[index], "interrupt",
+                                         {{"TMK_BIND", "core"}, {"TMK_NUDGE_US", after}});
+      std::string what = std::string(backends[index].name) + ", TMK_NUDGE_US=" + after + "\n" +
+                         describe(result);
+      EXPECT_EQ(result.exit_code, 0) << what;
+      nudge_counts counts = nudges_of(result);
+      if ((index == 0 || index == 1) && std::string(after) == "1")
+        EXPECT_GT(counts.computing, 0) << what;
+      else
+        EXPECT_EQ(counts.computing, 0) << what;
+      EXPECT_EQ(counts.asleep, 0) << what;
+      EXPECT_FALSE(result.stragglers) << "processes outlived the job";
+    }
+  }
+}
+
+// A program that handles SIGURG itself keeps its handler, and the runtime
+// never sends it a nudge.
+TEST(transport_nudge, a_program_handling_sigurg_itself_is_never_nudged) {
+  program_result result = run_worker("nudge-own-handler", 2, backends[0], "interrupt",
+                                     {{"TMK_BIND", "core"}, {"TMK_NUDGE_US", "1"}});
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  nudge_counts counts = nudges_of(result);
+  EXPECT_EQ(counts.computing, 0) << describe(result);
+  EXPECT_EQ(counts.asleep, 0) << describe(result);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     poll, transport_scenario,
     ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted", "lent",
