@@ -82,6 +82,8 @@ def pick_settings(rng, nprocs):
         env["TMK_DOORBELL"] = rng.choice(["on", "on", "off"])
         env["TMK_UCX_PATH"] = rng.choice(["am", "am", "am", "tag"])
     env["TMK_RING_DELAY_US"] = str(rng.choice([0, 3, 3, 3, 50]))
+    # Nudges after 1 us reach computing processes in most waits that ring.
+    env["TMK_NUDGE_US"] = str(rng.choice([0, 1, 50, 50]))
     env["TMK_PREFETCH_PAGES"] = str(rng.choice([1, 16, 16, 64]))
     # Idle CPUs that poll (where the kernel's PM QoS file may be written)
     # change when a sleeping thread runs, not what it does.
