@@ -71,7 +71,7 @@ bool futex_wait(std::uint32_t& word, std::uint32_t seen, const timespec& timeout
 }
 static_assert(std::atomic_ref<std::uint32_t>::is_always_lock_free);
 
-// The signal a nudge sends (nudge_rung), ignored by default, so that one
+// The signal a nudge sends (nudge_peers), ignored by default, so that one
 // reaching a process that has not installed the handler yet or has let go
 // of it does nothing.
 constexpr int nudge_signal = SIGURG;
@@ -406,7 +406,7 @@ void transport::publish_caller(bool taking) {
 // signal for that thread, whose handler yields the core.  Once a wait:
 // nudged up to four times, SOR's first iteration on 2 processes took no
 // less time (31 alternated pairs, 2026-11-28).
-void transport::nudge_rung(std::span<const request_id> ids) {
+void transport::nudge_peers(std::span<const request_id> ids) {
   int last = -1;
   for (request_id id : ids) {
     const pending_reply& slot = pending_[id & (max_outstanding - 1)];
@@ -1310,7 +1310,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
         if (!owed_rings_.empty()) ring_owed(yielding, looked);
         if (!nudged && looked >= nudge_at) {
           nudged = true;
-          nudge_rung(ids);
+          nudge_peers(ids);
         }
         if (looked >= spin_until) break;
         if (yielding) sched_yield();

@@ -40,7 +40,7 @@
 // took 5 us, 2.4 with doorbells.  The doorbell also tells a caller whose
 // request has waited TMK_NUDGE_US where the other process's calling thread
 // is: one that runs is sent SIGURG, and yields its core to its service
-// thread (nudge_rung).
+// thread (nudge_peers).
 //
 // A request may also go to a peer's reply channel (send_request_to_caller),
 // for its calling thread to handle in its next wait: a barrier's arrivals
@@ -141,7 +141,7 @@ struct transport_counters {
   std::uint64_t messages_received = 0;
   std::uint64_t bytes_received = 0;
   std::uint64_t service_wakeups = 0;  // times the service thread slept and woke
-  std::uint64_t nudges = 0;  // signals to another process's caller to yield (nudge_rung)
+  std::uint64_t nudges = 0;  // signals to another process's caller to yield (nudge_peers)
 };
 
 // Receive-buffer memory a backend preposts for a job of n processes.
@@ -415,7 +415,7 @@ class transport {
     // itself, or what another process sends unasked, such as a barrier's
     // pushed diffs): its wait serves requests as often as a barrier's does.
     bool here = false;
-    int peer = -1;  // where the request went (send_request), for nudge_rung
+    int peer = -1;  // where the request went (send_request), for nudge_peers
     std::vector<std::byte> payload;
     // Instead of payload: a buffer the backend lends (calling thread only).
     std::span<std::byte> lent;
@@ -497,7 +497,7 @@ class transport {
     std::uint32_t polled;  // a spinning caller holds the channel
     std::uint32_t unused;
     std::uint64_t left_wait_ns;  // when the caller last left a wait (steady clock, ns)
-    std::int32_t caller_pid;      // where a nudge goes (nudge_rung), or 0: none
+    std::int32_t caller_pid;      // where a nudge goes (nudge_peers), or 0: none
     std::int32_t caller_tid;      // the calling thread there
     std::uint32_t caller_asleep;  // the caller sleeps (set_caller_idle): its core is free
   };
@@ -513,7 +513,7 @@ class transport {
   // Calling thread, in a wait that has lasted TMK_NUDGE_US: signals the
   // calling thread of each process the wait's unanswered requests went to
   // whose service thread may be waiting for that thread's core, to yield it.
-  void nudge_rung(std::span<const request_id> ids);
+  void nudge_peers(std::span<const request_id> ids);
   // This process's caller takes nudges (start() to stop()).
   void publish_caller(bool taking);
   // Whether the kernel has peer's calling thread running or waiting for

@@ -563,7 +563,7 @@ struct worker {
             echoes_on_caller.load(), count);
   }
 
-  // Nudges (transport.cc, nudge_rung): process 0 sends process 1 echoes
+  // Nudges (transport.cc, nudge_peers): process 0 sends process 1 echoes
   // 200 us apart, so that process 1's service thread sleeps between them,
   // first while process 1's caller computes without entering the
   // substrate, then while it sleeps in poll() for 600 ms.  Process 0
