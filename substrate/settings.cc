@@ -32,9 +32,9 @@ const setting_description substrate_table[] = {
      "process whose service thread sleeps, in case a caller there takes the request channel "
      "first (microseconds; 0: ring at once)"},
     {"TMK_NUDGE_US", "50",
-     "with doorbells, how long a caller waits for a reply from a process whose service thread "
-     "has been rung and has not run before it signals that process's calling thread to yield "
-     "its core (microseconds; 0: never)"},
+     "with doorbells, how long a caller waits for a reply before it sends SIGURG to the calling "
+     "thread of the process it asked, if that thread holds its core while the process's service "
+     "thread is awake or rung, so that it yields the core (microseconds; 0: never)"},
     {"TMK_MAX_MESSAGE", "256M", "largest message the substrate accepts (bytes, K/M/G suffix)"},
     {"TMK_WARM_UP", "1M",
      "largest message exchanged at start-up to open connections and touch buffers before the "

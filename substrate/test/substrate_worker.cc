@@ -584,7 +584,7 @@ struct worker {
       std::uint64_t computing = link->counters().nudges;
       send_go(1, 1);
       // Process 1 says it is about to sleep; its sleep outlasts these
-      // echoes by 200 ms on either side.
+      // echoes by about 300 ms on either side.
       auto asked = std::chrono::steady_clock::now();
       while (go_count.load() == 0) {
         if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting for process 1");
@@ -594,7 +594,7 @@ struct worker {
         }
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
       for (int i = 0; i < count; ++i) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
         wait(request(1, {as_bytes_of(echo)}, "echo"), "echo from a sleeping process 1");
