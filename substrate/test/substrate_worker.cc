@@ -615,7 +615,9 @@ struct worker {
     auto start = std::chrono::steady_clock::now();
     while (go_count.load(std::memory_order_relaxed) == 0) {
       total += block_sum(blocks++);
-      if ((blocks & 63) == 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+      if ((blocks & 63) != 0) continue;
+      if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "computing");
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
         fail("no go from process 0 after 20 s (%d echoes served)", echoes_served.load());
         return;
       }
