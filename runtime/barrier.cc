@@ -88,8 +88,10 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   if (reader.type() != message_type::barrier_depart) protocol_failure(what + ": malformed departure");
   std::uint32_t collection = reader.take<std::uint32_t>();
   std::uint32_t pushed_here = reader.take<std::uint32_t>();
+  std::uint64_t heap_break = reader.take<std::uint64_t>();
   if (!reader.ok() || (kind != barrier_kind::user && pushed_here != 0))
     protocol_failure(what + ": malformed departure");
+  learn_heap_break(heap_break);
   // Only a user barrier's: a collection's barriers may run inside its wait,
   // before its pushes are due.
   std::vector<std::vector<std::byte>> direct_here;
@@ -205,6 +207,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
         departure.restart(message_type::barrier_depart);
         departure.put<std::uint32_t>(collections_announced_);
         departure.put<std::uint32_t>(episode.direct[process]);
+        departure.put<std::uint64_t>(heap_break_);
         if (!intervals_.encode(departure, episode.times[process], newest))
           protocol_failure("barrier " + std::to_string(id) + ": an interval is missing");
       }

@@ -96,6 +96,7 @@ void* node::allocate_unlocked(unsigned size) {
   if (rank_ == 0) {
     std::lock_guard lock(mutex_);
     address = heap_->allocate(size);
+    learn_heap_break(heap_->break_address());
   } else {
     message_writer request(message_type::allocate);
     request.put<std::uint8_t>(0);
@@ -104,6 +105,8 @@ void* node::allocate_unlocked(unsigned size) {
     message_reader reader(answer.bytes());
     if (reader.type() != message_type::allocate_reply || !reader.get(address))
       protocol_failure("Tmk_malloc: malformed reply");
+    std::lock_guard lock(mutex_);
+    if (address != 0) learn_heap_break(address + size);
   }
   return reinterpret_cast<void*>(address);
 }
@@ -113,6 +116,7 @@ void* node::extend(unsigned increment) {
   if (rank_ == 0) {
     std::lock_guard lock(mutex_);
     address = heap_->extend(increment);
+    learn_heap_break(heap_->break_address());
   } else {
     message_writer request(message_type::allocate);
     request.put<std::uint8_t>(1);
@@ -121,6 +125,8 @@ void* node::extend(unsigned increment) {
     message_reader reader(answer.bytes());
     if (reader.type() != message_type::allocate_reply || !reader.get(address))
       protocol_failure("Tmk_sbrk: malformed reply");
+    std::lock_guard lock(mutex_);
+    if (address != 0) learn_heap_break(address + increment);
   }
   return reinterpret_cast<void*>(address);
 }
@@ -159,6 +165,7 @@ void node::handle_allocate(const incoming_request& request, message_reader& read
   {
     std::lock_guard lock(mutex_);
     answer.put<std::uint64_t>(kind == 0 ? heap_->allocate(size) : heap_->extend(size));
+    learn_heap_break(heap_->break_address());
   }
   reply(request.token(), answer);
 }
@@ -193,6 +200,10 @@ void node::distribute(const void* pointer, int size) {
   message.put_string(where.name);
   message.put<std::uint64_t>(absolute ? reinterpret_cast<std::uint64_t>(pointer) : where.offset);
   message.put_bytes({at, static_cast<std::size_t>(size)});
+  {
+    std::lock_guard lock(mutex_);
+    message.put<std::uint64_t>(heap_break_);
+  }
   std::vector<request_id> ids;
   for (int process = 0; process < nprocs_; ++process)
     if (process != rank_) ids.push_back(send_request(process, message, "Tmk_distribute"));
@@ -205,7 +216,13 @@ void node::handle_distribute(const incoming_request& request, message_reader& re
   std::string name = reader.get_string();
   std::uint64_t offset = reader.take<std::uint64_t>();
   auto bytes = reader.get_bytes();
-  if (!reader.ok() || bytes.empty()) return reject(request, "malformed distribution");
+  std::uint64_t heap_break = reader.take<std::uint64_t>();
+  if (!reader.ok() || bytes.empty() || reader.remaining() != 0)
+    return reject(request, "malformed distribution");
+  {
+    std::lock_guard lock(mutex_);
+    learn_heap_break(heap_break);
+  }
   void* target = nullptr;
   if (absolute) {
     // Forked processes share the layout of the process that forked them.

@@ -793,6 +793,47 @@ static void strided_first_writes(void) {
   finish("strided-first-writes");
 }
 
+/* A first write opens no page above the heap's break along with the page
+ * it faults on: the program writes nothing there, and each page opened
+ * costs a twin and memory.  Process 0 allocates a page-aligned array of 32
+ * pages a process and, last in the heap, a page a process (FFT's
+ * checksums); each process writes its 32 pages in order, which takes the
+ * pages its first writes open at a time up to 16, then its own page of the
+ * last block.  That write opens its page and those after it below the
+ * break, nprocs - p pages, where 16 opened would reach past the break.
+ * Every process then checks every page of the last block. */
+static int heap_end_value(long word) { return (int)(word * 7 + 5); }
+
+static void heap_end_writes(void) {
+  static int *sweep, *last;
+  const long share = 32L * PAGE_WORDS, nprocs = (long)Tmk_nprocs, me = (long)Tmk_proc_id;
+  long word;
+  if (Tmk_proc_id == 0) {
+    sweep = Tmk_malloc((unsigned)(nprocs * share * sizeof(int)));
+    last = Tmk_malloc((unsigned)(nprocs * PAGE_WORDS * sizeof(int)));
+    if (sweep == NULL || last == NULL) Tmk_errexit("heap-end-writes: no memory");
+    Tmk_distribute(&sweep, sizeof sweep);
+    Tmk_distribute(&last, sizeof last);
+  }
+  Tmk_barrier(0);
+  for (word = me * share; word < (me + 1) * share; word++) sweep[word] = (int)word;
+  Tmk_barrier(1);
+  unsigned long twins_before = Tmk_stat.twins;
+  last[me * PAGE_WORDS] = heap_end_value(me * PAGE_WORDS);
+  Tmk_barrier(2);
+  long expected = nprocs > 1 ? nprocs - me : 0;
+  check((long)(Tmk_stat.twins - twins_before) == expected,
+        "pages opened by the first write to the heap's last block", (long)(Tmk_stat.twins - twins_before),
+        expected);
+  for (word = 0; word < nprocs * PAGE_WORDS; word++) {
+    int want = word % PAGE_WORDS == 0 ? heap_end_value(word) : 0;
+    if (last[word] != want) check(0, "a word of the heap's last block", last[word], want);
+  }
+  for (word = 0; word < nprocs * share; word++)
+    if (sweep[word] != (int)word) check(0, "a word of the swept array", sweep[word], (long)word);
+  finish("heap-end-writes");
+}
+
 /* A read fault fetches the pages after the faulting one that it needs
  * together, passing over those valid here, and a page that a first write
  * opened but the program did not write is not taken for this process's
@@ -1796,6 +1837,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "read-once") == 0) read_once();
   else if (strcmp(scenario, "whole-then-pushed") == 0) whole_then_pushed();
   else if (strcmp(scenario, "strided-first-writes") == 0) strided_first_writes();
+  else if (strcmp(scenario, "heap-end-writes") == 0) heap_end_writes();
   else if (strcmp(scenario, "read-past-own") == 0) read_past_own();
   else if (strcmp(scenario, "read-passed-over") == 0) read_passed_over();
   else if (strcmp(scenario, "conditions") == 0) conditions();
