@@ -140,7 +140,8 @@ bool node::handle_fault(void* address) {
 std::uint32_t node::heap_end_page() const {
   if (heap_break_ <= reinterpret_cast<std::uint64_t>(shared_base_)) return npages_;
   std::uint64_t above = heap_break_ - reinterpret_cast<std::uint64_t>(shared_base_);
-  return static_cast<std::uint32_t>(std::min<std::uint64_t>(npages_, (above + page_size_ - 1) / page_size_));
+  std::uint64_t pages = (above + page_size_ - 1) / page_size_;
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(npages_, pages));
 }
 
 // A write fault on a read-only page: twin it and open it.  Programs write

@@ -821,9 +821,8 @@ static void heap_end_writes(void) {
   unsigned long twins_before = Tmk_stat.twins;
   last[me * PAGE_WORDS] = heap_end_value(me * PAGE_WORDS);
   Tmk_barrier(2);
-  long expected = nprocs > 1 ? nprocs - me : 0;
-  check((long)(Tmk_stat.twins - twins_before) == expected,
-        "pages opened by the first write to the heap's last block", (long)(Tmk_stat.twins - twins_before),
+  long expected = nprocs > 1 ? nprocs - me : 0, opened = (long)(Tmk_stat.twins - twins_before);
+  check(opened == expected, "pages opened by the first write to the heap's last block", opened,
         expected);
   for (word = 0; word < nprocs * PAGE_WORDS; word++) {
     int want = word % PAGE_WORDS == 0 ? heap_end_value(word) : 0;
