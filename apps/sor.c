@@ -97,18 +97,18 @@ static void initialize_row(int i)
  * when i is odd, and the black points the other way round.  A red point's left
  * and right neighbours are black entries k-1 and k in an even row, k and k+1 in
  * an odd one, and a black point's the other way round.  Updates rows
- * begin..end-1 of colour `to` (red when `red` is set) from the other colour
+ * begin..end-1 of colour `to` (red when `to_red` is set) from the other colour
  * `from`: the kernel of sor_mpi.c, written the same way, so that the two
  * compare the runtimes and not two compilations.  Written as two functions
  * over the globals, inlined into main, the same iterations ran 1.12-1.15
  * times as long on one process (GCC 12, -O2), their inner loops instruction
  * for instruction the same. */
-static void update(float *to, const float *from, int begin, int end, int red)
+static void update(float *to, const float *from, int begin, int end, int to_red)
 {
 #define TO(i, k) to[(size_t)(i) * width + (k)]
 #define FROM(i, k) from[(size_t)(i) * width + (k)]
   for (int i = begin; i < end; i++) {
-    if ((i % 2 == 0) == red) {
+    if ((i % 2 == 0) == to_red) {
       for (int k = 1; k <= cols / 2; k++)
         TO(i, k) = (FROM(i - 1, k) + FROM(i + 1, k) + FROM(i, k - 1) + FROM(i, k)) / 4;
     } else {
