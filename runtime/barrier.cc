@@ -207,7 +207,7 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
         departure.restart(message_type::barrier_depart);
         departure.put<std::uint32_t>(collections_announced_);
         departure.put<std::uint32_t>(episode.direct[process]);
-        departure.put<std::uint64_t>(heap_break_);
+        departure.put<std::uint64_t>(known_heap_break());
         if (!intervals_.encode(departure, episode.times[process], newest))
           protocol_failure("barrier " + std::to_string(id) + ": an interval is missing");
       }

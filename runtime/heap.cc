@@ -96,7 +96,6 @@ void* node::allocate_unlocked(unsigned size) {
   if (rank_ == 0) {
     std::lock_guard lock(mutex_);
     address = heap_->allocate(size);
-    learn_heap_break(heap_->break_address());
   } else {
     message_writer request(message_type::allocate);
     request.put<std::uint8_t>(0);
@@ -116,7 +115,6 @@ void* node::extend(unsigned increment) {
   if (rank_ == 0) {
     std::lock_guard lock(mutex_);
     address = heap_->extend(increment);
-    learn_heap_break(heap_->break_address());
   } else {
     message_writer request(message_type::allocate);
     request.put<std::uint8_t>(1);
@@ -165,7 +163,6 @@ void node::handle_allocate(const incoming_request& request, message_reader& read
   {
     std::lock_guard lock(mutex_);
     answer.put<std::uint64_t>(kind == 0 ? heap_->allocate(size) : heap_->extend(size));
-    learn_heap_break(heap_->break_address());
   }
   reply(request.token(), answer);
 }
@@ -202,7 +199,7 @@ void node::distribute(const void* pointer, int size) {
   message.put_bytes({at, static_cast<std::size_t>(size)});
   {
     std::lock_guard lock(mutex_);
-    message.put<std::uint64_t>(heap_break_);
+    message.put<std::uint64_t>(known_heap_break());
   }
   std::vector<request_id> ids;
   for (int process = 0; process < nprocs_; ++process)

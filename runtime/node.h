@@ -582,11 +582,12 @@ class node {
 
   std::unique_ptr<shared_allocator> heap_;  // process 0
   // The heap's break as far as this process knows it (an address; 0 while
-  // it knows none): process 0's own, others' from their allocations,
-  // barrier departures and distributions.  Under mutex_.  A first write
-  // opens no pages above it along with the page it faults on (see
-  // make_writable).
+  // it knows none): process 0's own allocator's, others' learned from their
+  // allocations, barrier departures and distributions (heap_break_).  Under
+  // mutex_.  A first write opens no pages above it along with the page it
+  // faults on (see make_writable).
   std::uint64_t heap_break_ = 0;
+  std::uint64_t known_heap_break() const { return heap_ ? heap_->break_address() : heap_break_; }
   void learn_heap_break(std::uint64_t address) { heap_break_ = std::max(heap_break_, address); }
   // The first page above the known break (npages_ while none is known).
   std::uint32_t heap_end_page() const;

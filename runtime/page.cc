@@ -138,8 +138,9 @@ bool node::handle_fault(void* address) {
 }
 
 std::uint32_t node::heap_end_page() const {
-  if (heap_break_ <= reinterpret_cast<std::uint64_t>(shared_base_)) return npages_;
-  std::uint64_t above = heap_break_ - reinterpret_cast<std::uint64_t>(shared_base_);
+  std::uint64_t heap_break = known_heap_break();
+  if (heap_break <= reinterpret_cast<std::uint64_t>(shared_base_)) return npages_;
+  std::uint64_t above = heap_break - reinterpret_cast<std::uint64_t>(shared_base_);
   std::uint64_t pages = (above + page_size_ - 1) / page_size_;
   return static_cast<std::uint32_t>(std::min<std::uint64_t>(npages_, pages));
 }
@@ -153,11 +154,11 @@ std::uint32_t node::heap_end_page() const {
 // at 2 processes took 985 write faults each, 67 this way).  Such a twin is
 // speculative until the page is found written: closes list it only then
 // (see close_interval).  None above the heap's break as far as this
-// process knows it (heap_break_), where a correct program writes nothing:
-// FFT's first write to its checksums, the last pages of its heap, opened 14
-// pages beyond them, their memory made for nothing: the checksum of its
-// first iteration on 2 processes took 61-65 us so, 17-28 since.  Returns
-// the pages opened whose memory is not made yet, for populate.
+// process knows it (known_heap_break), where a correct program writes
+// nothing: FFT's first write to its checksums, the last pages of its heap,
+// opened 14 pages beyond them, their memory made for nothing: the checksum
+// of its first iteration on 2 processes took 61-65 us so, 17-28 since.
+// Returns the pages opened whose memory is not made yet, for populate.
 std::vector<std::uint32_t> node::make_writable(std::uint32_t page) {
   std::vector<std::uint32_t> batch{page};
   bool first = !written_before(page);
