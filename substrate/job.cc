@@ -812,7 +812,10 @@ void job::monitor_loop() {
       last_beat = now;
       broadcast(control_heartbeat, {}, -1);
     }
-    if (!finishing_.load() && !failed()) {
+    // A peer is watched until it leaves: its bye (at process 0) or the end
+    // message (elsewhere).  In Tmk_exit too: a process stopped there
+    // before its bye kept every other waiting for ever.
+    if (!failed() && !fin_received_) {
       for (auto& from : connections_)
         if (from && from->open && !from->said_bye && now - from->last_heard > timeout) {
           peer_gone(*from, "sent no sign of life for " + std::to_string(config_.peer_timeout) +

@@ -797,6 +797,12 @@ struct worker {
     fail("a reply came from a process that never replies");
   }
 
+  // The last process stops (SIGSTOP) where the others end the job: they
+  // wait in finish for its bye, and process 0 must find it silent.
+  void stopped_at_finish() {
+    if (rank == size - 1) raise(SIGSTOP);
+  }
+
   // The last process dies while every other streams messages of several
   // shared-memory segments to it, sent from the caller's memory: once the
   // dead process's FIFO is full, a sender waits in its send for room that
@@ -952,6 +958,7 @@ int main(int argc, char** argv) {
   else if (scenario == "caller-requests") self.caller_requests(6);
   else if (scenario == "killed") self.killed();
   else if (scenario == "killed-streaming") self.killed_while_streaming();
+  else if (scenario == "stopped-at-finish") self.stopped_at_finish();
   else if (scenario == "too-large") self.too_large();
   else if (scenario == "lent") self.lent_replies(20);
   else if (scenario == "unrung") self.unrung(10, std::chrono::milliseconds(150));

@@ -352,6 +352,23 @@ TEST_P(transport_failure, killed_peer_is_reported_by_everyone) {
   }
 }
 
+// A peer stopped (SIGSTOP) as the others end the job, before it says bye:
+// process 0 finds it silent, and every process names it and exits
+// non-zero within 10 s.  Without the check in finish, they waited for it
+// for ever.
+TEST_P(transport_failure, peer_stopped_at_finish_is_reported_by_everyone) {
+  auto [nprocs, backend_index] = GetParam();
+  program_result result = run_worker("stopped-at-finish", nprocs, backends[backend_index],
+                                     "interrupt", {{"TMK_PEER_TIMEOUT", "2"}});
+  expect_stopped_promptly(result);
+  std::string victim = std::to_string(nprocs - 1);
+  EXPECT_NE(result.err.find("sent no sign of life for 2"), std::string::npos) << describe(result);
+  for (int rank = 0; rank < nprocs - 1; ++rank)
+    EXPECT_NE(result.err.find("tmk[" + std::to_string(rank) + "]: lost process " + victim),
+              std::string::npos)
+        << "process " << rank << " did not report the loss\n" << describe(result);
+}
+
 // The same while the others stream messages of several segments to it,
 // which through UCX go out from the sender's own memory: a sender waiting
 // for room in the dead process's FIFO hears of the loss and names it.
