@@ -76,7 +76,9 @@ void *Tmk_sbrk(unsigned increment);
  * Copies size bytes at ptr, a private (non-shared) global variable, into
  * the same variable of every other process.  Works when the processes load
  * the program at different addresses.  Typically process 0 distributes the
- * pointers it got from Tmk_malloc, then all meet at a barrier.
+ * pointers it got from Tmk_malloc, then all meet at a barrier.  Processes
+ * forked by Tmk_startup may also distribute other private memory that
+ * existed before Tmk_startup (a variable of main, say).
  */
 void Tmk_distribute(const void *ptr, int size);
 
@@ -95,7 +97,7 @@ void Tmk_lock_release(unsigned id);
  * Tmk_lock_cond_wait releases the lock, waits until another process signals
  * (lock_id, cond_id), and acquires the lock again before returning.  Signal
  * wakes the longest waiter, broadcast every waiter; with no waiter they do
- * nothing.
+ * nothing.  Condition ids range as lock ids do (TMK_MAX_LOCKS).
  */
 void Tmk_lock_cond_wait(unsigned lock_id, unsigned cond_id);
 void Tmk_lock_cond_signal(unsigned lock_id, unsigned cond_id);

@@ -23,6 +23,10 @@ tmk::node& started(const char* call) {
     tmk::log_message(tmk::log_level::error, "%s: called before Tmk_startup", call);
     _exit(1);
   }
+  if (self->finished()) {  // from an exit handler the program registered
+    tmk::log_message(tmk::log_level::error, "%s: called after Tmk_exit", call);
+    _exit(1);
+  }
   return *self;
 }
 
@@ -38,7 +42,10 @@ extern "C" {
 
 void Tmk_startup(int argc, char** argv) { tmk::node::startup(argc, argv); }
 
-void Tmk_exit(int status) { in_turn("Tmk_exit").self.exit(status); }
+void Tmk_exit(int status) {
+  in_turn("Tmk_exit").self.exit(status);
+  _exit(status);  // not reached: exit ends the process
+}
 
 void Tmk_errexit(const char* format, ...) {
   char text[2048];

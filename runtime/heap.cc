@@ -8,7 +8,11 @@
 // module (executable or library) that contains it.
 #include <link.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "log.h"
 #include "node.h"
@@ -77,7 +81,75 @@ void* resolve(const std::string& name, std::uint64_t offset, std::size_t size) {
   return state.result;
 }
 
+struct memory_range {
+  std::uintptr_t start;
+  std::uintptr_t stop;
+  bool stack;  // the main thread's stack
+};
+
+// This process's readable and writable mappings, in address order, from
+// /proc/self/maps: where a distribution may be read at its sender and
+// written at the others.  Rare enough (a few calls a program) to read the
+// file each time.  Empty if it cannot be read.
+std::vector<memory_range> writable_mappings() {
+  std::vector<memory_range> ranges;
+  FILE* maps = fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return ranges;
+  char line[512];
+  while (fgets(line, sizeof line, maps) != nullptr) {
+    unsigned long long start = 0, stop = 0;
+    char permissions[8] = {};
+    if (sscanf(line, "%llx-%llx %7s", &start, &stop, permissions) == 3 &&
+        permissions[0] == 'r' && permissions[1] == 'w')
+      ranges.push_back({static_cast<std::uintptr_t>(start), static_cast<std::uintptr_t>(stop),
+                        strstr(line, "[stack]") != nullptr});
+    // A line longer than the buffer (a long path) ends in the next read.
+    while (strchr(line, '\n') == nullptr && fgets(line, sizeof line, maps) != nullptr) {}
+  }
+  fclose(maps);
+  return ranges;
+}
+
+// True if ranges (in address order) cover [address, address+size).
+bool covers(const std::vector<memory_range>& ranges, const void* address, std::size_t size) {
+  auto covered = reinterpret_cast<std::uintptr_t>(address);
+  std::uintptr_t end = covered + size;
+  for (const auto& range : ranges) {
+    if (range.stop <= covered) continue;
+    if (range.start > covered) return false;
+    covered = range.stop;
+    if (covered >= end) return true;
+  }
+  return false;
+}
+
+// The mappings this process had as Tmk_startup began, before it forked
+// the others: what an address means in every process of a forked job.
+std::vector<memory_range>& startup_memory() {
+  static std::vector<memory_range> ranges;
+  return ranges;
+}
+
+// Those, with the main thread's stack as far as it has grown since: the
+// others' stacks grow alike as they make the same calls.
+std::vector<memory_range> forked_memory(const std::vector<memory_range>& now) {
+  std::vector<memory_range> ranges = startup_memory();
+  for (const auto& range : now)
+    if (range.stack) ranges.push_back(range);
+  std::sort(ranges.begin(), ranges.end(),
+            [](const memory_range& a, const memory_range& b) { return a.start < b.start; });
+  return ranges;
+}
+
+std::string hex_address(const void* address) {
+  char text[32];
+  snprintf(text, sizeof text, "%p", address);
+  return text;
+}
+
 }  // namespace
+
+void node::remember_startup_memory() { startup_memory() = writable_mappings(); }
 
 // Tmk_malloc and Tmk_free hold a lock of their own, managed by process 0,
 // around the allocator's request: a free is a release and an allocation an
@@ -185,13 +257,25 @@ void node::distribute(const void* pointer, int size) {
   if (at + size > shared_base_ && at < shared_base_ + config_.shared_size)
     fail("Tmk_distribute", "the pointer is in the shared region; distribute private variables "
                            "(shared memory needs no distribution)");
-  if (nprocs_ == 1) return;
   module_location where = locate(pointer, static_cast<std::size_t>(size));
   bool absolute = !where.found;
-  if (absolute && job_.mode() != launch_mode::fork)
+  bool one_image = job_.mode() == launch_mode::fork || job_.mode() == launch_mode::single;
+  if (absolute && !one_image)
     fail("Tmk_distribute", "the pointer is not in a global variable of the program or of a "
                            "library; processes not forked from one another can only exchange "
                            "global variables");
+  if (absolute) {
+    auto length = static_cast<std::size_t>(size);
+    std::string bytes = "the " + std::to_string(size) + " bytes from " + hex_address(pointer);
+    std::vector<memory_range> now = writable_mappings();
+    if (!covers(now, pointer, length))
+      fail("Tmk_distribute", bytes + " are not all writable memory of this process: pass a "
+                                     "variable and its size");
+    if (!covers(forked_memory(now), pointer, length))
+      fail("Tmk_distribute", bytes + " are in memory made after Tmk_startup, which the other "
+                                     "processes do not have: distribute a variable made before");
+  }
+  if (nprocs_ == 1) return;
   message_writer message(message_type::distribute);
   message.put<std::uint8_t>(absolute ? 1 : 0);
   message.put_string(where.name);
@@ -230,6 +314,11 @@ void node::handle_distribute(const incoming_request& request, message_reader& re
   if (target == nullptr)
     return reject(request, "no variable at offset " + std::to_string(offset) + " of module '" +
                                name + "' here");
+  // The sender checked its own memory; a second look here costs little.
+  if (absolute && !covers(writable_mappings(), target, bytes.size()))
+    return reject(request, "process " + std::to_string(rank_) + " has no writable memory at the " +
+                               std::to_string(bytes.size()) + " bytes from " +
+                               hex_address(target));
   memcpy(target, bytes.data(), bytes.size());
   reply(request.token(), message_writer(message_type::distribute_reply));
 }

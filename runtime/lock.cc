@@ -49,10 +49,11 @@ node::lock_state& node::lock_of(std::uint32_t id) {
   return *state;
 }
 
-void node::check_lock_id(const char* call, unsigned id) {
+void node::check_lock_id(const char* call, unsigned id, const char* kind) {
   if (id >= config_.max_locks)
-    fail(call, "lock id " + std::to_string(id) + " is out of range: ids go from 0 to " +
-                   std::to_string(config_.max_locks - 1) + " (TMK_MAX_LOCKS)");
+    fail(call, std::string(kind) + " id " + std::to_string(id) +
+                   " is out of range: ids go from 0 to " + std::to_string(config_.max_locks - 1) +
+                   " (TMK_MAX_LOCKS)");
 }
 
 // Under mutex_: the grant carries the intervals the acquirer lacks and,
@@ -272,7 +273,7 @@ void node::serve_lock_request(const incoming_request& request, std::uint32_t id,
 
 void node::cond_wait(unsigned lock_id, unsigned cond_id) {
   check_lock_id("Tmk_lock_cond_wait", lock_id);
-  check_lock_id("Tmk_lock_cond_wait", cond_id);
+  check_lock_id("Tmk_lock_cond_wait", cond_id, "condition");
   {
     std::lock_guard lock(mutex_);
     if (!lock_of(lock_id).held)
@@ -297,7 +298,7 @@ void node::cond_wait(unsigned lock_id, unsigned cond_id) {
 void node::cond_signal(unsigned lock_id, unsigned cond_id, bool broadcast) {
   const char* call = broadcast ? "Tmk_lock_cond_broadcast" : "Tmk_lock_cond_signal";
   check_lock_id(call, lock_id);
-  check_lock_id(call, cond_id);
+  check_lock_id(call, cond_id, "condition");
   {
     std::lock_guard lock(mutex_);
     if (!lock_of(lock_id).held)

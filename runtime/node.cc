@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "log.h"
 
@@ -30,9 +31,9 @@ int fault_handler(void* address, int) {
 // Runs when a process returns from main (or calls exit) without Tmk_exit:
 // the end is collective all the same.
 void exit_hook(int exit_status, void*) {
-  if (the_node == nullptr) return;
+  if (the_node == nullptr || the_node->finished()) return;
   auto turn = the_node->caller_turn();
-  the_node->exit(exit_status);
+  the_node->exit(exit_status, true);
 }
 }  // namespace
 
@@ -95,6 +96,7 @@ void node::startup(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
 
+  remember_startup_memory();  // before the others are forked
   auto started = job::start(*launch, options->nprocs);
   if (!started) stop(started.error());
   job* owner = started->release();  // lives as long as the process
@@ -119,6 +121,11 @@ void node::startup(int argc, char** argv) {
     the_node->heap_ = std::make_unique<shared_allocator>(config->shared_base, config->shared_size,
                                                         config->page_size);
     the_node->gathered_statistics_.resize(the_node->nprocs_);
+    // Opened now, so that a file that cannot be written stops the job
+    // before it runs rather than after.
+    const std::string& path = config->statistics_file;
+    if (!path.empty() && (the_node->statistics_out_ = fopen(path.c_str(), "w")) == nullptr)
+      owner->fatal("Tmk_startup: TMK_STATS=" + path + ": cannot write: " + strerror(errno));
   }
   if (the_node->nprocs_ > 1) {
     // The first chunks of twins and diffs, made now rather than in the
@@ -399,24 +406,33 @@ void node::handle_statistics(const incoming_request& request, message_reader& re
   reply(request.token(), message_writer(message_type::statistics_reply));
 }
 
-void node::write_statistics_file() {
-  FILE* out = fopen(config_.statistics_file.c_str(), "w");
-  if (out == nullptr) {
-    TMK_LOG(error, "TMK_STATS=%s: cannot write: %s", config_.statistics_file.c_str(),
-            strerror(errno));
-    return;
-  }
+// False, having said why, if the file could not be written whole.
+bool node::write_statistics_file() {
+  FILE* out = std::exchange(statistics_out_, nullptr);
   fprintf(out, "{\"nprocs\": %d, \"processes\": [\n", nprocs_);
   for (int rank = 0; rank < nprocs_; ++rank)
     fprintf(out, "  %s%s\n", gathered_statistics_[rank].empty() ? "null" : gathered_statistics_[rank].c_str(),
             rank + 1 < nprocs_ ? "," : "");
   fprintf(out, "]}\n");
-  fclose(out);
+  bool failed = ferror(out) != 0;
+  int error = errno;
+  if (fclose(out) != 0 && !failed) {
+    failed = true;
+    error = errno;
+  }
+  if (failed)
+    log_message(log_level::error, "TMK_STATS=%s: cannot write: %s",
+                config_.statistics_file.c_str(), strerror(error));
+  return !failed;
 }
 
 // The collective end: statistics, then every process waits for all the
-// others (serving their requests meanwhile), then the substrate goes down.
-void node::exit(int exit_status) {
+// others (serving their requests meanwhile), then the substrate goes down
+// and the process ends as a C program does, through exit(): the program's
+// exit handlers run, those registered before Tmk_startup too, and the
+// streams it left open are written out.  Ended with _exit instead, a
+// program's last lines to a file it did not close were lost.
+void node::exit(int exit_status, bool within_exit) {
   if (exiting_) _exit(exit_status);
   exiting_ = true;
   // Every process reaches Tmk_exit before any goes on to leave; garbage
@@ -440,11 +456,16 @@ void node::exit(int exit_status) {
   fflush(stdout);
   link_->set_caller_idle(true);  // this process only serves the others now
   int final_status = job_.finish(exit_status);
-  if (rank_ == 0 && !config_.statistics_file.empty()) write_statistics_file();
+  if (statistics_out_ != nullptr && !write_statistics_file() && final_status == 0)
+    final_status = 1;
   link_->stop();
   link_.reset();
-  fflush(stdout);
-  fflush(stderr);
+  finished_ = true;
+  if (!within_exit) ::exit(final_status);
+  if (final_status == exit_status) return;  // exit() goes on
+  // The job's status is not the program's (another process failed): exit()
+  // cannot be told, so the streams are written out here.
+  fflush(nullptr);
   _exit(final_status);
 }
 

@@ -60,6 +60,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -203,8 +204,15 @@ class node {
   void lock_release(unsigned id);
   void cond_wait(unsigned lock_id, unsigned cond_id);
   void cond_signal(unsigned lock_id, unsigned cond_id, bool broadcast);
-  [[noreturn]] void exit(int exit_status);
+  // Ends the job (Tmk_exit); within_exit when exit() is running already
+  // (the program returned from main or called exit), which it then lets
+  // go on if the job's status is the program's.
+  void exit(int exit_status, bool within_exit = false);
+  // The job has ended here: the program's exit handlers are running.
+  bool finished() const { return finished_; }
   [[noreturn]] void fail(const char* call, const std::string& reason);
+  // Notes the memory this process has as Tmk_startup begins (heap.cc).
+  static void remember_startup_memory();
   void refresh_statistics();
 
   // A fault in the application view; false if address is not shared.
@@ -377,7 +385,8 @@ class node {
   message_writer& make_grant(std::uint32_t id, const vector_time& requester_time, int requester);
   void push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t saw);
   void handle_cond(const incoming_request& request, message_type type, message_reader& reader);
-  void check_lock_id(const char* call, unsigned id);
+  // Condition ids share the range of lock ids.
+  void check_lock_id(const char* call, unsigned id, const char* kind = "lock");
   void acquire(std::uint32_t id);  // lock_acquire and lock_release without the checks
   void release(std::uint32_t id);
   std::uint32_t heap_lock() const;
@@ -439,7 +448,7 @@ class node {
   void handle_release(const incoming_request& request, message_reader& reader);
   void handle_distribute(const incoming_request& request, message_reader& reader);
   void handle_statistics(const incoming_request& request, message_reader& reader);
-  void write_statistics_file();
+  bool write_statistics_file();
 
   job& job_;
   std::unique_ptr<transport> link_;
@@ -592,9 +601,11 @@ class node {
   // The first page above the known break (npages_ while none is known).
   std::uint32_t heap_end_page() const;
   std::vector<std::string> gathered_statistics_;  // process 0, at exit
+  FILE* statistics_out_ = nullptr;                // process 0: TMK_STATS, open from start-up
 
   runtime_counters counters_;
   bool exiting_ = false;
+  bool finished_ = false;
 
   // Deadlock detection (deadlock.cc).  The synchronisation wait the
   // calling thread is in, if any, and the request it waits on, read by

@@ -374,8 +374,9 @@ status job::start_fork(int nprocs) {
     connections_[child]->fd = pair[0];
     child_ends[child] = pair[1];
   }
-  fflush(stdout);
-  fflush(stderr);
+  // Every stream written out first: a child would write out a copy of what
+  // a buffer still held, at its exit.
+  fflush(nullptr);
   for (int child = 1; child < nprocs; ++child) {
     pid_t pid = ::fork();
     if (pid < 0) {

@@ -120,6 +120,84 @@ INSTANTIATE_TEST_SUITE_P(all, api_ordering,
                                             ::testing::Values("ucx", "sockets")),
                          scenario_name);
 
+// A program's end as C has it: the lines it wrote to a file it never
+// closed reach the file, and the handler it registered with atexit before
+// Tmk_startup runs, in every process, whether it ends with Tmk_exit,
+// returns from main or calls exit.  Before, Tmk_exit ended each process
+// with _exit: the files were left empty and the handler never ran.
+class api_exit : public ::testing::TestWithParam<std::tuple<int, int>> {};
+TEST_P(api_exit, writes_out_streams_and_runs_handlers) {
+  auto [ending, nprocs] = GetParam();
+  char made[] = "/tmp/api_exit.XXXXXX";
+  ASSERT_NE(mkdtemp(made), nullptr);
+  std::string dir = made;
+  program_result result = run_worker("exit-streams", nprocs, "ucx", {"-i", std::to_string(ending)},
+                                     {{"API_WORKER_OUT", dir}});
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  auto read = [&](const std::string& name) {
+    std::string text;
+    if (FILE* file = fopen((dir + "/" + name).c_str(), "r")) {
+      char chunk[256];
+      std::size_t got;
+      while ((got = fread(chunk, 1, sizeof chunk, file)) > 0) text.append(chunk, got);
+      fclose(file);
+    }
+    return text;
+  };
+  for (int rank = 0; rank < nprocs; ++rank) {
+    std::string process = "process " + std::to_string(rank);
+    EXPECT_EQ(read("stream." + std::to_string(rank)), process + ": left open\n") << describe(result);
+    EXPECT_EQ(read("handler." + std::to_string(rank)), process + ": handler ran\n")
+        << describe(result);
+    unlink((dir + "/stream." + std::to_string(rank)).c_str());
+    unlink((dir + "/handler." + std::to_string(rank)).c_str());
+  }
+  rmdir(dir.c_str());
+}
+INSTANTIATE_TEST_SUITE_P(all, api_exit,
+                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(1, 2, 4)));
+
+// TMK_STATS: every process's counters in one JSON file written by process
+// 0 at the end; a file that cannot be opened stops the job at start-up,
+// one whose writing fails (a full device) makes the exit status non-zero.
+// Before, both only logged a line and the job exited 0.
+TEST(api_statistics, file_holds_every_process_or_the_job_fails) {
+  char made[] = "/tmp/api_stats.XXXXXX";
+  ASSERT_NE(mkdtemp(made), nullptr);
+  std::string path = std::string(made) + "/stats.json";
+  program_result result = run_worker("barriers", 3, "ucx", {}, {{"TMK_STATS", path}});
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  std::string text;
+  if (FILE* file = fopen(path.c_str(), "r")) {
+    char chunk[4096];
+    std::size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, file)) > 0) text.append(chunk, got);
+    fclose(file);
+  }
+  EXPECT_EQ(text.rfind("{\"nprocs\": 3, \"processes\": [\n", 0), 0u) << text;
+  for (int rank = 0; rank < 3; ++rank)
+    EXPECT_NE(text.find("{\"process\": " + std::to_string(rank) + ", \"acquires\": "),
+              std::string::npos)
+        << text;
+  unlink(path.c_str());
+  rmdir(made);
+
+  program_result missing = run_worker("barriers", 3, "ucx", {},
+                                      {{"TMK_STATS", "/nonexistent-dir/stats.json"}});
+  EXPECT_NE(missing.exit_code, 0) << describe(missing);
+  EXPECT_NE(missing.err.find("Tmk_startup: TMK_STATS=/nonexistent-dir/stats.json: cannot write: "
+                             "No such file or directory"),
+            std::string::npos)
+      << describe(missing);
+  EXPECT_EQ(missing.out.find("barriers: passed"), std::string::npos) << describe(missing);
+
+  program_result full = run_worker("barriers", 2, "ucx", {}, {{"TMK_STATS", "/dev/full"}});
+  EXPECT_NE(full.exit_code, 0) << describe(full);
+  EXPECT_NE(full.err.find("TMK_STATS=/dev/full: cannot write: No space left on device"),
+            std::string::npos)
+      << describe(full);
+}
+
 struct misuse_case {
   const char* scenario;
   const char* message;
@@ -146,9 +224,15 @@ const misuse_case misuse_cases[] = {
     {"bad-free", "was not returned by Tmk_malloc"},
     {"distribute-size", "Tmk_distribute: size must be positive, got 0"},
     {"distribute-shared", "Tmk_distribute: the pointer is in the shared region"},
+    {"distribute-overrun", " are not all writable memory of this process: pass a variable and its size"},
+    {"distribute-constant", " are not all writable memory of this process"},
+    {"distribute-made-later", " are in memory made after Tmk_startup, which the other processes do not have"},
     {"cond-unheld", "Tmk_lock_cond_wait: lock 2 is not held by this process"},
     {"errexit", "giving up after 3 tries"},
     {"before-startup", "Tmk_barrier: called before Tmk_startup"},
+    {"bad-condition", "]: Tmk_lock_cond_signal: condition id 70000 is out of range: ids go from 0 "
+                      "to 65535 (TMK_MAX_LOCKS)"},
+    {"after-exit", "]: Tmk_barrier: called after Tmk_exit"},
 };
 
 INSTANTIATE_TEST_SUITE_P(all, api_misuse,

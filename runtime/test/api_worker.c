@@ -1711,8 +1711,12 @@ static void long_waits(void) {
 }
 
 /* Misuse: each stops the whole job with a message naming the call. */
+/* Registered after Tmk_startup: runs after Tmk_exit has ended the job. */
+static void barrier_after_exit(void) { Tmk_barrier(5); }
+
 static void misuse(const char *what) {
   static int private_variable;
+  static const int constant_variable = 5;
   if (strcmp(what, "bad-lock") == 0) Tmk_lock_acquire(70000);
   if (strcmp(what, "bad-barrier") == 0) Tmk_barrier(70000);
   if (strcmp(what, "release-unheld") == 0) Tmk_lock_release(4);
@@ -1729,7 +1733,21 @@ static void misuse(const char *what) {
     int *in_shared = Tmk_malloc(64);
     Tmk_distribute(in_shared, 4);
   }
+  if (strcmp(what, "distribute-overrun") == 0) Tmk_distribute(&private_variable, 1 << 30);
+  if (strcmp(what, "distribute-constant") == 0) Tmk_distribute(&constant_variable, sizeof constant_variable);
+  if (strcmp(what, "distribute-made-later") == 0 && Tmk_proc_id == 0) {
+    void *made = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    Tmk_distribute(made, 64);
+  }
   if (strcmp(what, "cond-unheld") == 0) Tmk_lock_cond_wait(2, 1);
+  if (strcmp(what, "bad-condition") == 0) {
+    Tmk_lock_acquire(1);
+    Tmk_lock_cond_signal(1, 70000);
+  }
+  if (strcmp(what, "after-exit") == 0) {
+    atexit(barrier_after_exit);
+    Tmk_exit(0);
+  }
   if (strcmp(what, "errexit") == 0) Tmk_errexit("giving up after %d tries", 3);
   if (strcmp(what, "mismatched-barriers") == 0) Tmk_barrier(Tmk_proc_id == 0 ? 1 : 2);
   if (strcmp(what, "exit-in-barrier") == 0) {
@@ -1792,6 +1810,42 @@ static void misuse(const char *what) {
   Tmk_exit(3);
 }
 
+/* What a C program leaves for its end: a stream it never closed and a
+ * handler it registered before Tmk_startup.  Each process writes a line
+ * into a file of its own in $API_WORKER_OUT and leaves the file open;
+ * with -i 0 it ends with Tmk_exit(0), with -i 1 by returning from main,
+ * with -i 2 by exit(0).  The test reads the files. */
+static FILE *left_open;
+
+static void out_path(char *path, size_t size, const char *what) {
+  const char *dir = getenv("API_WORKER_OUT");
+  snprintf(path, size, "%s/%s.%u", dir != NULL ? dir : ".", what, Tmk_proc_id);
+}
+
+static void handler_before_startup(void) {
+  char path[4096];
+  out_path(path, sizeof path, "handler");
+  FILE *file = fopen(path, "w");
+  if (file == NULL) return;
+  fprintf(file, "process %u: handler ran\n", Tmk_proc_id);
+  fclose(file);
+}
+
+static int exit_streams(void) {
+  char path[4096];
+  out_path(path, sizeof path, "stream");
+  left_open = fopen(path, "w");
+  if (left_open == NULL) {
+    perror(path);
+    Tmk_exit(1);
+  }
+  fprintf(left_open, "process %u: left open\n", Tmk_proc_id);
+  Tmk_barrier(0);
+  if (iterations == 0) Tmk_exit(0);
+  if (iterations == 2) exit(0);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *scenario = NULL;
   int c;
@@ -1814,7 +1868,9 @@ int main(int argc, char **argv) {
     step_flag = flags;
     handed_block = (volatile long *)((char *)flags + 64);
   }
+  if (strcmp(scenario, "exit-streams") == 0) atexit(handler_before_startup);
   Tmk_startup(argc, argv);
+  if (strcmp(scenario, "exit-streams") == 0) return exit_streams();
   if (strcmp(scenario, "release-acquire") == 0) release_acquire();
   else if (strcmp(scenario, "false-sharing") == 0) false_sharing();
   else if (strcmp(scenario, "byte-sharing") == 0) byte_sharing();
