@@ -50,13 +50,17 @@ static void usage(const char *program)
   exit(2);
 }
 
-/* Parses a positive decimal number no larger than max, or returns -1. */
-static int parse_count(const char *text, long max)
+/* The value of option -letter: a positive decimal number no larger than
+ * max, or the program stops saying which option was wrong. */
+static int parse_count(const char *program, int letter, const char *text, long max)
 {
   char *end;
   long value = strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 1 || value > max)
-    return -1;
+  if (end == text || *end != '\0' || value < 1 || value > max) {
+    fprintf(stderr, "%s: -%c %s: expected a whole number from 1 to %ld\n", program, letter,
+            text, max);
+    usage(program);
+  }
   return (int)value;
 }
 
@@ -175,22 +179,23 @@ int main(int argc, char **argv)
   while ((option = getopt(argc, argv, "i:m:n:")) != -1) {
     switch (option) {
     case 'i':
-      iterations = parse_count(optarg, INT_MAX);
+      iterations = parse_count(argv[0], option, optarg, INT_MAX);
       break;
     case 'm':
-      rows = parse_count(optarg, 1000000);
+      rows = parse_count(argv[0], option, optarg, 1000000);
       break;
     case 'n':
-      cols = parse_count(optarg, 1000000);
+      cols = parse_count(argv[0], option, optarg, 1000000);
       break;
     default:
       usage(argv[0]);
     }
-    if (iterations < 0 || rows < 0 || cols < 0)
-      usage(argv[0]);
   }
-  if (optind < argc && strcmp(argv[optind - 1], "--") != 0)
+  if (optind < argc && strcmp(argv[optind - 1], "--") != 0) {
+    fprintf(stderr, "%s: unexpected argument %s (tmk's options go after --)\n", argv[0],
+            argv[optind]);
     usage(argv[0]);
+  }
   width = (cols + 3) / 2;
   size_t matrix_bytes = ((size_t)rows + 2) * width * sizeof(float);
   if (matrix_bytes > UINT_MAX) {

@@ -51,10 +51,13 @@ int usage(const std::string& why) {
   return 2;
 }
 
-bool parse_positive(const char* text, double& out) {
+// A number from low to high, whole if whole: false for anything else
+// (garbage, trailing text, out of range, inf, nan).
+bool parse_number(const char* text, double low, double high, bool whole, double& out) {
   char* end = nullptr;
   out = strtod(text, &end);
-  return end != text && *end == '\0' && out >= 0;
+  return end != text && *end == '\0' && out >= low && out <= high &&
+         (!whole || out == static_cast<double>(static_cast<long long>(out)));
 }
 
 void busy_wait_us(double us) {
@@ -80,20 +83,34 @@ int main(int argc, char** argv) {
         std::size_t comma = list.find(',', from);
         if (comma == std::string::npos) comma = list.size();
         double size = 0;
-        if (!parse_positive(list.substr(from, comma - from).c_str(), size))
-          return usage("bad size list '" + list + "'");
+        if (!parse_number(list.substr(from, comma - from).c_str(), 0, 1 << 26, true, size))
+          return usage("--sizes " + list + ": expected byte counts from 0 to 67108864, "
+                       "separated by commas");
         chosen.sizes.push_back(static_cast<std::size_t>(size));
         from = comma + 1;
       }
       if (chosen.sizes.empty()) return usage("empty size list");
-    } else if (word == "--iterations" && parse_positive(next(), value) && value >= 1) {
-      chosen.iterations = static_cast<int>(value);
-    } else if (word == "--repeat" && parse_positive(next(), value) && value >= 1) {
-      chosen.repeat = static_cast<int>(value);
-    } else if (word == "--gap-us" && parse_positive(next(), value)) {
-      chosen.gap_us = value;
-    } else if (word == "--stream-count" && parse_positive(next(), value)) {
-      chosen.stream_count = static_cast<int>(value);
+    } else if (word == "--iterations" || word == "--repeat" || word == "--gap-us" ||
+               word == "--stream-count") {
+      struct range {
+        double low, high;
+        bool whole;
+      };
+      range allowed = word == "--iterations" ? range{1, 1e9, true}
+                      : word == "--repeat"   ? range{1, 1000, true}
+                      : word == "--gap-us"   ? range{0, 1e6, false}
+                                             : range{0, 1e9, true};
+      const char* text = next();
+      if (!parse_number(text, allowed.low, allowed.high, allowed.whole, value)) {
+        char limits[96];
+        snprintf(limits, sizeof limits, "expected a %s from %.0f to %.0f",
+                 allowed.whole ? "whole number" : "number", allowed.low, allowed.high);
+        return usage(word + " '" + text + "': " + limits);
+      }
+      if (word == "--iterations") chosen.iterations = static_cast<int>(value);
+      else if (word == "--repeat") chosen.repeat = static_cast<int>(value);
+      else if (word == "--gap-us") chosen.gap_us = value;
+      else chosen.stream_count = static_cast<int>(value);
     } else {
       return usage("bad option '" + word + "'");
     }

@@ -11,7 +11,7 @@ namespace tmk {
 
 namespace {
 const setting_description runtime_table[] = {
-    {"TMK_PAGE_SIZE", "4096", "coherence unit in bytes: a multiple of the system page, at most 256K"},
+    {"TMK_PAGE_SIZE", "4096", "coherence unit in bytes: a power-of-two multiple of the system page, at most 256K"},
     {"TMK_SHARED_BASE", TMK_DEFAULT_SHARED_BASE,
      "address of the shared region, the same in every process"},
     {"TMK_SHARED_SIZE", "64G", "size of the shared region (reserved, not committed)"},

@@ -42,6 +42,7 @@ enum control_type : std::uint32_t {
   control_fin = 6,        // every process called finish
   control_abort = 7,      // "rank text": a process stopped the job
   control_lost = 8,       // "rank text": process 0 lost a process
+  control_refused = 9,    // "text": process 0 turned this connection away
 };
 
 struct frame_header {
@@ -157,6 +158,7 @@ job::job(const launch_config& config, launch_mode mode, int rank, int size)
 }
 
 job::~job() {
+  unwatch_mpi();
   {
     std::lock_guard lock(mutex_);
     stop_monitor_ = true;
@@ -183,6 +185,10 @@ result<std::unique_ptr<job>> job::start(const launch_config& config, int nprocs_
                     "TMK_RANK is set but the process was started by mpirun; unset one of them");
     started.reset(new job(config, launch_mode::mpi, 0, 0));
     current_job = started.get();
+    // Until the monitor runs (start_monitor), after the transport's own
+    // exchange through MPI.
+    started->watch_mpi(config.connect_timeout + 5,
+                       "start-up under mpirun (a process never reached it; TMK_CONNECT_TIMEOUT)");
     outcome = started->start_mpi();
     if (outcome && nprocs_option != 0 && nprocs_option != started->size_)
       outcome = status(status_code::invalid_argument,
@@ -423,6 +429,7 @@ status job::accept_children(int listen_fd, const std::string& where) {
                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                              std::chrono::duration<double>(config_.connect_timeout));
   int arrived = 0;
+  std::string refused;  // the last connection turned away, and why
   while (arrived < size_ - 1) {
     auto accepted = accept_until(listen_fd, deadline);
     if (!accepted) {
@@ -433,7 +440,8 @@ status job::accept_children(int listen_fd, const std::string& where) {
       status late(status_code::timeout,
                   "process" + std::string(missing.size() > 1 ? "es " : " ") + rank_list(missing) +
                       " did not arrive at " + where + " within " +
-                      std::to_string(config_.connect_timeout) + " s (TMK_CONNECT_TIMEOUT)",
+                      std::to_string(config_.connect_timeout) + " s (TMK_CONNECT_TIMEOUT)" +
+                      (refused.empty() ? "" : "; turned away: " + refused),
                   missing.front());
       abort_start(late.message());
       return late;
@@ -454,11 +462,20 @@ status job::accept_children(int listen_fd, const std::string& where) {
       secret = payload.substr(4);
     }
     if (claimed < 1 || claimed >= size_ || connections_[claimed] || secret != config_.secret) {
-      TMK_LOG(warn, "rejected a connection at %s: %s", where.c_str(),
-              !got ? got.message().c_str()
-                   : (claimed < 1 || claimed >= size_) ? "not a process of this job"
-                   : connections_[claimed] ? "rank already taken"
-                                           : "wrong job secret");
+      std::string why = !got ? got.message()
+                        : (claimed < 1 || claimed >= size_)
+                            ? "rank " + std::to_string(claimed) + " is not a process of this job of " +
+                                  std::to_string(size_)
+                        : connections_[claimed] ? "rank " + std::to_string(claimed) + " is taken"
+                                                : "TMK_JOB_SECRET differs from process 0's";
+      TMK_LOG(warn, "rejected a connection at %s: %s", where.c_str(), why.c_str());
+      // Told why, the process turned away can say so instead of finding
+      // its connection reset.
+      if (got) {
+        send_control(*candidate, control_refused, why);
+        shutdown(candidate->fd, SHUT_WR);
+        refused = "a process claiming rank " + std::to_string(claimed) + " (" + why + ")";
+      }
       close(candidate->fd);
       continue;
     }
@@ -624,12 +641,17 @@ result<std::vector<std::string>> job::allgather(const std::string& mine) {
     std::uint32_t rank = static_cast<std::uint32_t>(rank_);
     status sent = send_control(*connections_[0], control_blob,
                                std::string(reinterpret_cast<const char*>(&rank), 4) + mine);
-    if (!sent) return status(status_code::peer_lost, "process 0 is gone: " + sent.message(), 0);
-    // Process 0 answers with the table, or tells why the job cannot start.
+    // Process 0 answers with the table, or tells why the job cannot start
+    // (or why it turned this process away, which the failed send may
+    // follow: the reason is read all the same).
     deadline += std::chrono::seconds(5);
-    std::uint32_t type;
+    std::uint32_t type = 0;
     std::string payload;
     status got = read_control(*connections_[0], type, payload, deadline);
+    if (got && type == control_refused)
+      return status(status_code::invalid_argument, "process 0 turned this process away: " + payload,
+                    0);
+    if (!sent) return status(status_code::peer_lost, "process 0 is gone: " + sent.message(), 0);
     if (!got)
       return status(got.code() == status_code::timeout ? status_code::timeout
                                                        : status_code::peer_lost,
@@ -758,6 +780,7 @@ void job::broadcast(std::uint32_t type, const std::string& payload, int except_r
 }
 
 void job::start_monitor() {
+  unwatch_mpi();
   if (size_ == 1 || monitor_.joinable()) return;
   monitor_ = std::thread([this] { monitor_loop(); });
 }
@@ -1075,10 +1098,40 @@ int job::finish(int exit_status) {
     }
   }
   if (mpi_initialized_) {
+    // Open MPI's MPI_Finalize waits for every process of the job.
+    watch_mpi(10, "MPI_Finalize (a process of the job never reached it)");
     MPI_Finalize();
+    unwatch_mpi();
     mpi_initialized_ = false;
   }
   return exit_status;
+}
+
+void job::watch_mpi(double seconds, const std::string& what) {
+  unwatch_mpi();
+  {
+    std::lock_guard lock(mutex_);
+    mpi_watch_over_ = false;
+  }
+  mpi_watch_ = std::thread([this, seconds, what] {
+    std::unique_lock lock(mutex_);
+    auto limit = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(seconds));
+    if (changed_.wait_for(lock, limit, [this] { return mpi_watch_over_; })) return;
+    log_message(log_level::error, "%s did not end within %g s; stopping", what.c_str(), seconds);
+    fflush(stderr);
+    _exit(1);
+  });
+}
+
+void job::unwatch_mpi() {
+  if (!mpi_watch_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    mpi_watch_over_ = true;
+  }
+  changed_.notify_all();
+  mpi_watch_.join();
 }
 
 }  // namespace tmk

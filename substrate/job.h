@@ -165,6 +165,12 @@ class job {
   bool stop_monitor_ = false;
   std::thread monitor_;
   bool mpi_initialized_ = false;
+  // A bound on MPI's own waits (start-up, MPI_Finalize), which have none:
+  // past it the process says what it waited for and exits (watch_mpi).
+  void watch_mpi(double seconds, const std::string& what);
+  void unwatch_mpi();
+  std::thread mpi_watch_;
+  bool mpi_watch_over_ = false;  // under mutex_
   // Mapped before the fork, or under mpirun a POSIX shared memory object.
   void* shared_lines_ = nullptr;
   std::size_t shared_bytes_ = 0;

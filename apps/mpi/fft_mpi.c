@@ -54,13 +54,17 @@ static void usage(const char *program)
   exit(2);
 }
 
-/* Parses a positive decimal number no larger than max, or returns -1. */
-static int parse_count(const char *text, long max)
+/* The value of option -letter: a positive decimal number no larger than
+ * max, or the program stops saying which option was wrong. */
+static int parse_count(const char *program, int letter, const char *text, long max)
 {
   char *end;
   long value = strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 1 || value > max)
-    return -1;
+  if (end == text || *end != '\0' || value < 1 || value > max) {
+    fprintf(stderr, "%s: -%c %s: expected a whole number from 1 to %ld\n", program, letter,
+            text, max);
+    usage(program);
+  }
   return (int)value;
 }
 
@@ -276,21 +280,24 @@ int main(int argc, char **argv)
   while ((option = getopt(argc, argv, "i:n:")) != -1) {
     switch (option) {
     case 'i':
-      iterations = parse_count(optarg, 1000000);
+      iterations = parse_count(argv[0], option, optarg, 1000000);
       break;
     case 'n':
-      size = parse_count(optarg, MAX_SIZE);
+      size = parse_count(argv[0], option, optarg, MAX_SIZE);
       break;
     default:
       usage(argv[0]);
     }
-    if (iterations < 0 || size < 0)
-      usage(argv[0]);
   }
-  if (optind < argc)
+  if (optind < argc) {
+    fprintf(stderr, "%s: unexpected argument %s\n", argv[0], argv[optind]);
     usage(argv[0]);
-  if (size < 2 || (size & (size - 1)) != 0)
+  }
+  if (size < 2 || (size & (size - 1)) != 0) {
+    fprintf(stderr, "%s: -n %d: the grid's side must be a power of two from 2 to %d\n", argv[0],
+            size, MAX_SIZE);
     usage(argv[0]);
+  }
 
   MPI_Init(&argc, &argv);
   MPI_Comm_size(MPI_COMM_WORLD, &nprocs);

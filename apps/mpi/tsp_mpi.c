@@ -20,6 +20,8 @@
 
 #include "traffic.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
@@ -101,51 +103,70 @@ static void usage(const char *program)
 }
 
 /* Reads the city file and derives the distance tables; on a bad file
- * prints why and returns false. */
+ * prints why and returns false.  The file is text: the number of cities,
+ * then an "x y" pair of integers per city; '#' starts a comment. */
 static bool read_cities(const char *name)
 {
+  enum { most = 64 * 1024 };
   FILE *file = fopen(name, "r");
   if (file == NULL) {
-    perror(name);
+    perror(name[0] != '\0' ? name : "the city file name (empty)");
     return false;
   }
+  static char text[most + 1];
+  size_t length = fread(text, 1, most + 1, file);
+  int error = ferror(file) ? errno : 0;
+  fclose(file);
+  if (error != 0) {
+    fprintf(stderr, "%s: %s\n", name, strerror(error));
+    return false;
+  }
+  if (memchr(text, '\0', length) != NULL) {
+    fprintf(stderr, "%s: holds a NUL byte; a city file is text\n", name);
+    return false;
+  }
+  if (length > most) {
+    fprintf(stderr, "%s: longer than %d bytes; a city file is a few hundred\n", name, most);
+    return false;
+  }
+  text[length] = '\0';
   long numbers[1 + 2 * MAX_CITIES];
   int count = 0, wanted = 1;
-  char line[256];
-  bool ok = true;
-  while (ok && count < wanted && fgets(line, sizeof line, file) != NULL) {
-    char *at = line;
-    char *comment = strchr(line, '#');
-    if (comment != NULL)
-      *comment = '\0';
-    for (;;) {
-      char *end;
-      long value = strtol(at, &end, 10);
-      if (end == at)
-        break;
-      if (count == wanted) {
-        ok = false;
-        break;
-      }
-      numbers[count++] = value;
-      if (count == 1) {
-        if (value < 2 || value > MAX_CITIES) {
-          fprintf(stderr, "%s: %ld cities; between 2 and %d are supported\n", name, value,
-                  MAX_CITIES);
-          fclose(file);
-          return false;
-        }
-        wanted = 1 + 2 * (int)value;
-      }
-      at = end;
+  for (char *at = text; *at != '\0';) {
+    if (*at == '#') {
+      at += strcspn(at, "\n");
+      continue;
     }
-    while (*at == ' ' || *at == '\t' || *at == '\n' || *at == '\r')
+    if (isspace((unsigned char)*at)) {
       at++;
-    if (*at != '\0')
-      ok = false;
+      continue;
+    }
+    char *end;
+    errno = 0;
+    long value = strtol(at, &end, 10);
+    bool ended = *end == '\0' || *end == '#' || isspace((unsigned char)*end);
+    if (end == at || errno == ERANGE || !ended) {
+      fprintf(stderr, "%s: \"%.*s\" is not an integer; expected the number of cities, "
+              "then an \"x y\" line per city\n", name, (int)strcspn(at, " \t\r\n#"), at);
+      return false;
+    }
+    if (count == wanted) {
+      fprintf(stderr, "%s: more numbers than the %ld cities it declares need\n", name,
+              numbers[0]);
+      return false;
+    }
+    numbers[count++] = value;
+    if (count == 1) {
+      if (value < 2 || value > MAX_CITIES) {
+        fprintf(stderr, "%s: %ld cities; between 2 and %d are supported\n", name, value,
+                MAX_CITIES);
+        return false;
+      }
+      wanted = 1 + 2 * (int)value;
+    }
+    at = end;
   }
-  fclose(file);
-  if (!ok || count < wanted) {
+  if (count < wanted) {
     fprintf(stderr, "%s: expected the number of cities, then an \"x y\" line per city\n",
             name);
     return false;
@@ -458,8 +479,10 @@ int main(int argc, char **argv)
       usage(argv[0]);
     }
   }
-  if (optind < argc)
+  if (optind < argc) {
+    fprintf(stderr, "%s: unexpected argument %s\n", argv[0], argv[optind]);
     usage(argv[0]);
+  }
   char found[4200];
   if (city_file == NULL) {
     if (!find_default_cities(found, sizeof found))

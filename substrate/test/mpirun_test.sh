@@ -36,6 +36,18 @@ for doorbell in on off; do
     fi
   done
 done
+# A process that never reaches start-up (rank 2 sleeps far past it): the
+# others stop after TMK_CONNECT_TIMEOUT + 5 s, saying so, and mpirun ends
+# the job; before, they waited inside MPI for ever.
+started=$SECONDS
+output=$(TMK_CONNECT_TIMEOUT=1 timeout 60 "$mpiexec" -np 3 --allow-run-as-root --oversubscribe \
+         -x TMK_CONNECT_TIMEOUT sh -c '[ "$OMPI_COMM_WORLD_RANK" = 2 ] && sleep 50; exec "$0" "$@"' \
+         "$worker" --scenario all-pairs 2>&1)
+status=$?
+[ $status -ne 0 ] && [ $status -ne 124 ] || fail "a late process: exit $status: $output"
+[ $((SECONDS - started)) -lt 30 ] || fail "a late process: the job took $((SECONDS - started)) s"
+grep -q "start-up under mpirun (a process never reached it; TMK_CONNECT_TIMEOUT) did not end within 6 s" <<<"$output" ||
+  fail "a late process: not named: $output"
 [ -e "$stale" ] && fail "$stale, left by a process that is gone, was not removed"
 [ -e "$alive" ] || fail "$alive, of a process alive, was removed"
 rm -f "$stale" "$alive"

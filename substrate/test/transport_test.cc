@@ -498,6 +498,35 @@ TEST(transport_bootstrap, processes_that_disagree_on_a_setting_stop_naming_it) {
   }
 }
 
+// A process started by hand with another job's secret is turned away and
+// says why, where it found its connection reset; process 0, whose job
+// never forms, names what it turned away.
+TEST(transport_bootstrap, process_with_another_secret_is_told_why_it_was_turned_away) {
+  std::string root = free_root();
+  ASSERT_FALSE(root.empty());
+  auto results = run_by_hand(
+      {SUBSTRATE_WORKER, "--scenario", "sizes"}, 2, root, {{"TMK_CONNECT_TIMEOUT", "2"}},
+      [&](int rank) {
+        return std::vector<std::pair<std::string, std::string>>{
+            {"TMK_JOB_SECRET", rank == 0 ? "ours" : "theirs"}};
+      },
+      30);
+  for (const auto& result : results) {
+    EXPECT_NE(result.exit_code, 0) << describe(result);
+    EXPECT_LT(result.seconds, 10.0) << describe(result);
+  }
+  EXPECT_NE(results[1].err.find("process 0 turned this process away: TMK_JOB_SECRET differs "
+                                "from process 0's"),
+            std::string::npos)
+      << describe(results[1]);
+  EXPECT_NE(results[0].err.find("process 1 did not arrive"), std::string::npos)
+      << describe(results[0]);
+  EXPECT_NE(results[0].err.find("turned away: a process claiming rank 1 (TMK_JOB_SECRET differs "
+                                "from process 0's)"),
+            std::string::npos)
+      << describe(results[0]);
+}
+
 TEST(transport_bootstrap, processes_started_by_hand_form_a_job) {
   std::string root = free_root();
   std::vector<program_result> results(3);
