@@ -409,10 +409,15 @@ void node::handle_statistics(const incoming_request& request, message_reader& re
 // False, having said why, if the file could not be written whole.
 bool node::write_statistics_file() {
   FILE* out = std::exchange(statistics_out_, nullptr);
-  fprintf(out, "{\"nprocs\": %d, \"processes\": [\n", nprocs_);
-  for (int rank = 0; rank < nprocs_; ++rank)
-    fprintf(out, "  %s%s\n", gathered_statistics_[rank].empty() ? "null" : gathered_statistics_[rank].c_str(),
-            rank + 1 < nprocs_ ? "," : "");
+  {
+    // Filled in by the service thread (handle_statistics), which runs yet.
+    std::lock_guard lock(mutex_);
+    fprintf(out, "{\"nprocs\": %d, \"processes\": [\n", nprocs_);
+    for (int rank = 0; rank < nprocs_; ++rank)
+      fprintf(out, "  %s%s\n",
+              gathered_statistics_[rank].empty() ? "null" : gathered_statistics_[rank].c_str(),
+              rank + 1 < nprocs_ ? "," : "");
+  }
   fprintf(out, "]}\n");
   bool failed = ferror(out) != 0;
   int error = errno;
