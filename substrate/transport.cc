@@ -1319,9 +1319,12 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
     ring_owed(true);
     hand_back(holding.hold);
     asleep_scope asleep(*this);
+    // Arming fails while a send of this worker is in flight: one to a lost
+    // process never completes, and the failure is this wait's to report.
     while (!arm(channel::reply)) {
       progress(channel::reply);
       if (all_done()) return status::ok();
+      if (job_.failed()) return job_.failure();
     }
     if (all_done()) return status::ok();  // replied here meanwhile
     if (interrupted()) return status(status_code::interrupted, "interrupted");
