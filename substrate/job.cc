@@ -493,6 +493,17 @@ status job::start_manual() {
   connections_.resize(rank_ == 0 ? size_ : 1);
   if (size_ == 1) return status::ok();
   if (rank_ == 0) {
+    // Process 0 listens on every address, but the others look for it at
+    // TMK_ROOT's host: a name that resolves nowhere, or not here, is said
+    // now rather than as processes that never arrive.
+    auto resolved = resolve_ipv4(root->first);
+    if (!resolved) return status(resolved.error()).context("TMK_ROOT");
+    auto here = local_addresses();
+    if (resolved->rfind("127.", 0) != 0 &&
+        std::find(here.begin(), here.end(), *resolved) == here.end())
+      TMK_LOG(warn, "TMK_ROOT=%s: %s is not an address of this host, process 0's; the others "
+                    "look for process 0 there",
+              config_.root->c_str(), resolved->c_str());
     auto listening = tcp_listen(root->second, size_);
     if (!listening) return status(listening.error()).context("process 0 listening at TMK_ROOT");
     status outcome = accept_children(*listening, *config_.root);

@@ -103,7 +103,8 @@ result<std::uint16_t> local_port(int fd) {
   return ntohs(address.sin_port);
 }
 
-result<int> tcp_connect(const std::string& host, std::uint16_t port, steady_time deadline) {
+namespace {
+result<sockaddr_in> resolve(const std::string& host, std::uint16_t port) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -115,6 +116,23 @@ result<int> tcp_connect(const std::string& host, std::uint16_t port, steady_time
   sockaddr_in address{};
   memcpy(&address, found->ai_addr, sizeof address);
   freeaddrinfo(found);
+  return address;
+}
+}  // namespace
+
+result<std::string> resolve_ipv4(const std::string& host) {
+  auto address = resolve(host, 0);
+  if (!address) return address.error();
+  char text[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &address->sin_addr, text, sizeof text);
+  return std::string(text);
+}
+
+result<int> tcp_connect(const std::string& host, std::uint16_t port, steady_time deadline) {
+  auto resolved = resolve(host, port);
+  if (!resolved) return resolved.error();
+  sockaddr_in address = *resolved;
+  int rc = 0;
 
   std::string last_error = "timed out";
   while (true) {

@@ -33,6 +33,8 @@ result<int> tcp_connect(const std::string& host, std::uint16_t port, steady_time
 result<int> accept_until(int listen_fd, steady_time deadline);
 // This host's IPv4 addresses, loopback last.
 std::vector<std::string> local_addresses();
+// The IPv4 address host names, dotted.
+result<std::string> resolve_ipv4(const std::string& host);
 // Splits "host:port".
 result<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text);
 

@@ -527,6 +527,26 @@ TEST(transport_bootstrap, process_with_another_secret_is_told_why_it_was_turned_
       << describe(results[0]);
 }
 
+// Process 0 listens on every address, so a TMK_ROOT naming another host's
+// address went unnoticed there: the others, who look for it at that
+// address, only showed up as processes that never arrived.  It now says
+// so at start-up (192.0.2.1 is a documentation address, never this host's).
+TEST(transport_bootstrap, process_0_says_when_its_root_is_not_this_host) {
+  std::string root = free_root();
+  ASSERT_FALSE(root.empty());
+  std::string elsewhere = "192.0.2.1" + root.substr(root.find(':'));
+  program_result zero = run_program({SUBSTRATE_WORKER, "--scenario", "all-pairs"},
+                                    {{"TMK_NPROCS", "2"}, {"TMK_RANK", "0"}, {"TMK_ROOT", elsewhere},
+                                     {"TMK_CONNECT_TIMEOUT", "1"}},
+                                    30);
+  EXPECT_NE(zero.exit_code, 0) << describe(zero);
+  EXPECT_NE(zero.err.find("TMK_ROOT=" + elsewhere + ": 192.0.2.1 is not an address of this "
+                          "host, process 0's"),
+            std::string::npos)
+      << describe(zero);
+  EXPECT_NE(zero.err.find("process 1 did not arrive"), std::string::npos) << describe(zero);
+}
+
 TEST(transport_bootstrap, processes_started_by_hand_form_a_job) {
   std::string root = free_root();
   std::vector<program_result> results(3);
