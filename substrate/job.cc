@@ -806,6 +806,11 @@ void job::add_failure_listener(std::function<void()> listener) {
   failure_listeners_.push_back(std::move(listener));
 }
 
+void job::set_watchdog(watchdog check) {
+  std::lock_guard lock(watchdog_mutex_);
+  watchdog_ = std::move(check);
+}
+
 void job::monitor_loop() {
   using namespace std::chrono;
   const auto interval = duration_cast<steady_clock::duration>(
@@ -857,6 +862,17 @@ void job::monitor_loop() {
                                " s (stopped or hung; TMK_PEER_TIMEOUT)");
           break;
         }
+    }
+    // Not while the job fails: a thread stuck on a lost peer is told of the
+    // loss, or the process stops below.  Called outside the lock, which
+    // fatal's exit may need.
+    if (!failed()) {
+      std::string stuck;
+      {
+        std::lock_guard lock(watchdog_mutex_);
+        if (watchdog_) stuck = watchdog_(now, 2 * config_.peer_timeout);
+      }
+      if (!stuck.empty()) fatal("stuck: " + stuck);
     }
     // A failure nobody is waiting on: give a waiter a moment to report it
     // with what it was doing, then report it here.

@@ -99,6 +99,14 @@ class job {
   // blocked waiter can look at failed().
   void add_failure_listener(std::function<void()> listener);
 
+  // A check the monitor makes each round (null: none): given the time and
+  // twice TMK_PEER_TIMEOUT, what in this process is stuck past that limit,
+  // or "".  A stuck process stops the job, naming it (fatal): its monitor
+  // lives and sends heartbeats, so no other process would find it lost.
+  // Replacing the check waits for a call in progress to return.
+  using watchdog = std::function<std::string(steady_time now, double limit_seconds)>;
+  void set_watchdog(watchdog check);
+
   // Stops the whole job: prints message on standard error, tells every
   // process, and exits non-zero.  Safe from any thread; does not return.
   [[noreturn]] void fatal(const std::string& message);
@@ -159,6 +167,8 @@ class job {
   std::condition_variable changed_;
   status failure_;
   std::vector<std::function<void()>> failure_listeners_;
+  std::mutex watchdog_mutex_;  // held while the monitor calls watchdog_
+  watchdog watchdog_;
   int byes_ = 0;
   int first_bad_status_ = 0;
   bool fin_received_ = false;

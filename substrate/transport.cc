@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "log.h"
@@ -182,6 +183,8 @@ status transport::start(request_handler handler) {
       return errno_status("epoll_ctl");
   }
   handler_ = std::move(handler);
+  job_.set_watchdog(
+      [this](steady_time now, double limit) { return stuck_handler(now, limit); });
   service_ = std::thread([this] {
     service_loop();
     std::lock_guard own(request_lock_);
@@ -193,6 +196,7 @@ status transport::start(request_handler handler) {
 
 void transport::stop() {
   if (!service_.joinable()) return;
+  job_.set_watchdog(nullptr);
   stopping_.store(true);
   if (doorbells_) {
     publish_caller(false);
@@ -458,6 +462,24 @@ void transport::set_caller_idle(bool idle) {
     word(own_bell_->caller_asleep).store(idle ? 1 : 0, std::memory_order_relaxed);
 }
 
+// A handler's run, counted for the watchdog.
+class transport::handling_scope {
+ public:
+  handling_scope(handler_runs& runs, int origin) : runs_(runs) {
+    runs_.origin.store(origin, std::memory_order_relaxed);
+    raise();
+  }
+  ~handling_scope() { raise(); }
+  handling_scope(const handling_scope&) = delete;
+  handling_scope& operator=(const handling_scope&) = delete;
+
+ private:
+  void raise() {
+    runs_.count.store(runs_.count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
+  handler_runs& runs_;
+};
+
 void transport::deliver_request(const wire_header& header, byte_span payload) {
   if (header.kind == message_kind::warm_up && header.origin >= 0 && header.origin < size_) {
     // Ordered like a request: one passed back here is answered into the
@@ -482,9 +504,38 @@ void transport::deliver_request(const wire_header& header, byte_span payload) {
     ++rung_delivered_;
   }
   causal_acquire();
-  handler_(incoming_request{header.origin, header.sender, header.sequence,
-                            header.kind == message_kind::one_way, payload});
+  {
+    handling_scope running(handling_[0], header.origin);
+    handler_(incoming_request{header.origin, header.sender, header.sequence,
+                              header.kind == message_kind::one_way, payload});
+  }
   causal_release();
+}
+
+// A handler never waits for another process's answer, only for its own
+// sends to leave, which a lost peer ends within TMK_PEER_TIMEOUT: one that
+// has run for twice that is stuck in this process (a lock never let go, a
+// wait for itself), and every process that waits for its answer would wait
+// for ever.
+std::string transport::stuck_handler(steady_time now, double limit_seconds) {
+  for (int which = 0; which < 2; ++which) {
+    std::uint64_t count = handling_[which].count.load(std::memory_order_acquire);
+    if (count % 2 == 0 || count != watched_count_[which]) {
+      watched_count_[which] = count;
+      watched_since_[which] = now;
+      continue;
+    }
+    double seconds = std::chrono::duration<double>(now - watched_since_[which]).count();
+    if (seconds < limit_seconds) continue;
+    char text[160];
+    snprintf(text, sizeof text,
+             "the handler of a request from process %d%s has not returned in %.1f s "
+             "(twice TMK_PEER_TIMEOUT)",
+             handling_[which].origin.load(std::memory_order_relaxed),
+             which == 0 ? "" : " to the calling thread", seconds);
+    return text;
+  }
+  return {};
 }
 
 transport::pending_reply* transport::find_pending(request_id id) {
@@ -1064,8 +1115,11 @@ bool transport::serve_caller_requests() {
     caller_request entry = std::move(caller_requests_.front());
     caller_requests_.pop_front();
     causal_acquire();
-    handler_(incoming_request{entry.header.origin, entry.header.sender, entry.header.sequence,
-                              false, entry.payload});
+    {
+      handling_scope running(handling_[1], entry.header.origin);
+      handler_(incoming_request{entry.header.origin, entry.header.sender, entry.header.sequence,
+                                false, entry.payload});
+    }
     causal_release();
     entry.payload.clear();
     spare_payloads_.push_back(std::move(entry.payload));

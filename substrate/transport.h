@@ -525,6 +525,20 @@ class transport {
   bool doorbells_ = false;
 
   request_handler handler_;
+  // Handlers running, for the job's watchdog (stuck_handler): each count
+  // is odd while a handler runs, raised at its start and at its end.  [0]
+  // by the thread that holds the request channel, [1] by the calling
+  // thread (requests to it); one writer each, so a load and a store.
+  struct handler_runs {
+    std::atomic<std::uint64_t> count{0};
+    std::atomic<int> origin{-1};
+  };
+  class handling_scope;
+  handler_runs handling_[2];
+  // The monitor thread's last look at each count, and since when it is.
+  std::uint64_t watched_count_[2] = {0, 0};
+  steady_time watched_since_[2]{};
+  std::string stuck_handler(steady_time now, double limit_seconds);
   std::thread service_;
   std::mutex request_lock_;  // ownership of the request channel
   std::atomic<bool> stopping_{false};

@@ -50,6 +50,7 @@ enum op : std::uint32_t {
   op_interrupt = 8,   // one-way: interrupt the compute thread's wait
   op_go = 9,          // one-way: the sender's deferred request may be answered
   op_caller = 10,     // as op_echo, to the calling thread (send_request_to_caller)
+  op_stuck = 11,      // the handler never returns
 };
 
 struct op_header {
@@ -201,6 +202,8 @@ struct worker {
       }
       case op_silent:
         break;
+      case op_stuck:
+        while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
       case op_interrupt:
         link->interrupt_wait();
         break;
@@ -797,6 +800,17 @@ struct worker {
     fail("a reply came from a process that never replies");
   }
 
+  // The last process's handler of a request never returns, while that
+  // process's monitor goes on: every other process waits for its answer.
+  void stuck_handler() {
+    int victim = size - 1;
+    op_header header{rank == victim ? op_silent : op_stuck, 0, 0, 0};
+    int to = rank == victim ? 0 : victim;
+    wait(request(to, {as_bytes_of(header)}, "stuck"),
+         "waiting for a reply from process " + std::to_string(to));
+    fail("a reply came from a handler that never returns");
+  }
+
   // The last process stops (SIGSTOP) where the others end the job: they
   // wait in finish for its bye, and process 0 must find it silent.
   void stopped_at_finish() {
@@ -959,6 +973,7 @@ int main(int argc, char** argv) {
   else if (scenario == "killed") self.killed();
   else if (scenario == "killed-streaming") self.killed_while_streaming();
   else if (scenario == "stopped-at-finish") self.stopped_at_finish();
+  else if (scenario == "stuck-handler") self.stuck_handler();
   else if (scenario == "too-large") self.too_large();
   else if (scenario == "lent") self.lent_replies(20);
   else if (scenario == "unrung") self.unrung(10, std::chrono::milliseconds(150));

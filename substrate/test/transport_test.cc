@@ -369,6 +369,27 @@ TEST_P(transport_failure, peer_stopped_at_finish_is_reported_by_everyone) {
         << "process " << rank << " did not report the loss\n" << describe(result);
 }
 
+// A process whose handler of a request never returns, while its monitor
+// sends heartbeats: it stops the job after twice TMK_PEER_TIMEOUT, naming
+// the handler, and every process says why it stops.  Without the
+// watchdog, every process waited for ever.
+TEST_P(transport_failure, stuck_handler_stops_the_job) {
+  auto [nprocs, backend_index] = GetParam();
+  program_result result = run_worker("stuck-handler", nprocs, backends[backend_index],
+                                     "interrupt", {{"TMK_PEER_TIMEOUT", "1.5"}});
+  expect_stopped_promptly(result);
+  std::string victim = std::to_string(nprocs - 1);
+  EXPECT_NE(result.err.find("tmk[" + victim + "]: stuck: the handler of a request from process "),
+            std::string::npos)
+      << describe(result);
+  EXPECT_NE(result.err.find("has not returned in 3."), std::string::npos) << describe(result);
+  for (int rank = 0; rank < nprocs - 1; ++rank)
+    EXPECT_NE(result.err.find("tmk[" + std::to_string(rank) + "]: stopping: process " + victim +
+                              " stopped the job: stuck:"),
+              std::string::npos)
+        << "process " << rank << " did not say why it stops\n" << describe(result);
+}
+
 // The same while the others stream messages of several segments to it,
 // which through UCX go out from the sender's own memory: a sender waiting
 // for room in the dead process's FIFO hears of the loss and names it.
