@@ -60,6 +60,29 @@ bool parse_number(const char* text, double low, double high, bool whole, double&
          (!whole || out == static_cast<double>(static_cast<long long>(out)));
 }
 
+// The numeric options, each with its range and where it goes.
+struct numeric_option {
+  const char* name;
+  double low, high;
+  bool whole;
+  void (*set)(options& chosen, double value);
+};
+const numeric_option numeric_options[] = {
+    {"--iterations", 1, 1e9, true,
+     [](options& chosen, double value) { chosen.iterations = static_cast<int>(value); }},
+    {"--repeat", 1, 1000, true,
+     [](options& chosen, double value) { chosen.repeat = static_cast<int>(value); }},
+    {"--gap-us", 0, 1e6, false, [](options& chosen, double value) { chosen.gap_us = value; }},
+    {"--stream-count", 0, 1e9, true,
+     [](options& chosen, double value) { chosen.stream_count = static_cast<int>(value); }},
+};
+
+const numeric_option* find_numeric(const std::string& word) {
+  for (const numeric_option& option : numeric_options)
+    if (word == option.name) return &option;
+  return nullptr;
+}
+
 void busy_wait_us(double us) {
   auto until = clock_type::now() + std::chrono::nanoseconds(static_cast<long>(us * 1000));
   while (clock_type::now() < until) {
@@ -90,27 +113,15 @@ int main(int argc, char** argv) {
         from = comma + 1;
       }
       if (chosen.sizes.empty()) return usage("empty size list");
-    } else if (word == "--iterations" || word == "--repeat" || word == "--gap-us" ||
-               word == "--stream-count") {
-      struct range {
-        double low, high;
-        bool whole;
-      };
-      range allowed = word == "--iterations" ? range{1, 1e9, true}
-                      : word == "--repeat"   ? range{1, 1000, true}
-                      : word == "--gap-us"   ? range{0, 1e6, false}
-                                             : range{0, 1e9, true};
+    } else if (const numeric_option* option = find_numeric(word)) {
       const char* text = next();
-      if (!parse_number(text, allowed.low, allowed.high, allowed.whole, value)) {
+      if (!parse_number(text, option->low, option->high, option->whole, value)) {
         char limits[96];
         snprintf(limits, sizeof limits, "expected a %s from %.0f to %.0f",
-                 allowed.whole ? "whole number" : "number", allowed.low, allowed.high);
+                 option->whole ? "whole number" : "number", option->low, option->high);
         return usage(word + " '" + text + "': " + limits);
       }
-      if (word == "--iterations") chosen.iterations = static_cast<int>(value);
-      else if (word == "--repeat") chosen.repeat = static_cast<int>(value);
-      else if (word == "--gap-us") chosen.gap_us = value;
-      else chosen.stream_count = static_cast<int>(value);
+      option->set(chosen, value);
     } else {
       return usage("bad option '" + word + "'");
     }

@@ -13,8 +13,9 @@ namespace {
 const setting_description runtime_table[] = {
     {"TMK_PAGE_SIZE", "4096", "coherence unit in bytes: a power-of-two multiple of the system page, at most 256K"},
     {"TMK_SHARED_BASE", TMK_DEFAULT_SHARED_BASE,
-     "address of the shared region, the same in every process"},
-    {"TMK_SHARED_SIZE", "64G", "size of the shared region (reserved, not committed)"},
+     "address of the shared region, the same in every process (hexadecimal with 0x, or decimal)"},
+    {"TMK_SHARED_SIZE", "64G",
+     "size of the shared region (reserved, not committed), rounded up to whole pages"},
     {"TMK_GC_THRESHOLD", "64M",
      "diffs and write notices kept by a process that start a garbage collection at the next "
      "barrier or lock operation (twins and page bookkeeping, bounded by the pages a process "
@@ -48,18 +49,24 @@ result<runtime_config> runtime_config::from_environment() {
   if (auto value = setting_value("TMK_SHARED_BASE")) {
     errno = 0;
     char* end = nullptr;
-    unsigned long long base = strtoull(value->c_str(), &end, 0);
+    // Hexadecimal with 0x, or decimal: a leading 0 alone (octal to strtoull)
+    // is refused, not read as another address than the one meant.
+    bool hex = value->rfind("0x", 0) == 0 || value->rfind("0X", 0) == 0;
+    unsigned long long base = strtoull(value->c_str(), &end, hex ? 16 : 10);
     if (errno != 0 || end == value->c_str() || *end != '\0' || base == 0 ||
+        (!hex && (*value)[0] == '0') ||
         base % config.page_size != 0 || base >= (1ull << 47))
       return status(status_code::invalid_argument,
                     "TMK_SHARED_BASE=" + *value +
-                        ": expected a page-aligned user-space address such as " TMK_DEFAULT_SHARED_BASE);
+                        ": expected a page-aligned user-space address, in hexadecimal with 0x or in "
+                        "decimal, such as " TMK_DEFAULT_SHARED_BASE);
     config.shared_base = base;
   }
   if (auto value = setting_value("TMK_SHARED_SIZE")) {
     auto parsed = parse_size("TMK_SHARED_SIZE", *value, config.page_size, std::uint64_t{1} << 44);
     if (!parsed) return parsed.error();
-    config.shared_size = *parsed / config.page_size * config.page_size;
+    // Whole pages, at least the size asked for: the region is only reserved.
+    config.shared_size = (*parsed + config.page_size - 1) / config.page_size * config.page_size;
   }
   if (config.shared_size / config.page_size > 0xffffffffull)
     return status(status_code::invalid_argument,

@@ -122,6 +122,9 @@ struct job::connection {
   steady_time last_heard = std::chrono::steady_clock::now();
   bool open = true;
   bool said_bye = false;
+  // A control message timed out part-written: nothing more can follow it
+  // (under write_mutex).
+  bool jammed = false;
 };
 
 const char* launch_mode_name(launch_mode mode) {
@@ -602,13 +605,29 @@ status job::start_mpi() {
   return status(status_code::timeout, "cannot reach process 0's control port at" + tried, 0);
 }
 
-status job::send_control(connection& to, std::uint32_t type, const std::string& payload) {
+// A process that has not read its control connection for TMK_PEER_TIMEOUT
+// (stopped, say) is silent: a send that has waited that long for room
+// gives up, rather than hold the thread that sends (the monitor, process
+// 0 handing out the start-up table) for ever.
+status job::send_control(connection& to, std::uint32_t type, const std::string& payload,
+                         steady_time deadline) {
+  if (deadline == steady_time{})
+    deadline = std::chrono::steady_clock::now() +
+               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                   std::chrono::duration<double>(config_.peer_timeout));
   frame_header header{type, static_cast<std::uint32_t>(payload.size())};
   std::string frame(reinterpret_cast<const char*>(&header), sizeof header);
   frame += payload;
   std::lock_guard lock(to.write_mutex);
   if (to.fd < 0) return status(status_code::peer_lost, "connection closed", to.rank);
-  return send_all(to.fd, frame.data(), frame.size());
+  if (to.jammed)
+    return status(status_code::peer_lost, "it has stopped reading its control connection", to.rank);
+  status sent = send_all(to.fd, frame.data(), frame.size(), deadline);
+  if (sent.code() == status_code::timeout) {
+    to.jammed = true;
+    return status(status_code::peer_lost, "it has stopped reading its control connection", to.rank);
+  }
+  return sent;
 }
 
 status job::read_control(connection& from, std::uint32_t& type, std::string& payload,
@@ -725,12 +744,17 @@ result<std::vector<std::string>> job::allgather(const std::string& mine) {
     abort_start(outcome.message());
     return outcome;
   }
+  // Each process waits 5 s more than the others had to arrive.
   std::string table = encode_blobs(blobs);
   for (int rank = 1; rank < size_; ++rank) {
-    status sent = send_control(*connections_[rank], control_table, table);
-    if (!sent)
-      return status(status_code::peer_lost,
-                    "process " + std::to_string(rank) + " is gone: " + sent.message(), rank);
+    status sent = send_control(*connections_[rank], control_table, table,
+                               deadline + std::chrono::seconds(5));
+    if (!sent) {
+      std::string why = "process " + std::to_string(rank) +
+                        " did not take the start-up table: " + sent.message();
+      abort_start(why);
+      return status(status_code::peer_lost, why, rank);
+    }
   }
   return blobs;
 }

@@ -128,7 +128,9 @@ class job {
   status start_manual();
   status start_mpi();
   status accept_children(int listen_fd, const std::string& where);
-  status send_control(connection& to, std::uint32_t type, const std::string& payload);
+  // deadline {}: TMK_PEER_TIMEOUT from now.
+  status send_control(connection& to, std::uint32_t type, const std::string& payload,
+                      steady_time deadline = {});
   status read_control(connection& from, std::uint32_t& type, std::string& payload,
                       steady_time deadline);
 

@@ -29,15 +29,19 @@ int poll_timeout_ms(steady_time deadline) {
 }
 }  // namespace
 
-status send_all(int fd, const void* buffer, std::size_t length) {
+status send_all(int fd, const void* buffer, std::size_t length, steady_time deadline) {
   const char* next = static_cast<const char*>(buffer);
   while (length > 0) {
-    ssize_t sent = send(fd, next, length, MSG_NOSIGNAL);
+    ssize_t sent = send(fd, next, length, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        // The peer has not drained its socket: wait for room, up to deadline.
         pollfd wait{fd, POLLOUT, 0};
-        poll(&wait, 1, 100);
+        int ready = poll(&wait, 1, poll_timeout_ms(deadline));
+        if (ready < 0 && errno != EINTR) return errno_status("poll");
+        if (ready == 0 && seconds_until(deadline) <= 0)
+          return status(status_code::timeout, "the other end has not read what was sent");
         continue;
       }
       if (errno == EPIPE || errno == ECONNRESET)

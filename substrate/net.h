@@ -19,8 +19,10 @@ using steady_time = std::chrono::steady_clock::time_point;
 
 double seconds_until(steady_time deadline);
 
-// Writes all of buffer (blocking), without SIGPIPE on a closed peer.
-status send_all(int fd, const void* buffer, std::size_t length);
+// Writes all of buffer, without SIGPIPE on a closed peer, giving up at
+// deadline (timeout status) if the peer has not taken it by then.
+status send_all(int fd, const void* buffer, std::size_t length,
+                steady_time deadline = steady_time::max());
 // Reads exactly length bytes, giving up at deadline; peer_lost on EOF.
 status recv_all(int fd, void* buffer, std::size_t length, steady_time deadline);
 

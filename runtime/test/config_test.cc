@@ -31,6 +31,8 @@ TEST(runtime_config, bad_values_name_the_variable) {
            {"TMK_PAGE_SIZE", "1K"},
            {"TMK_SHARED_BASE", "0x123"},
            {"TMK_SHARED_BASE", "zero"},
+           // 0x500000000000 in octal: a leading 0 alone is refused.
+           {"TMK_SHARED_BASE", "02400000000000000"},
            {"TMK_SHARED_SIZE", "-4"},
            {"TMK_GC_THRESHOLD", "lots"},
            {"TMK_MAX_LOCKS", "0"},
@@ -55,6 +57,25 @@ TEST(runtime_config, good_values) {
   EXPECT_EQ(config->page_size, 16384u);
   EXPECT_EQ(config->shared_size, std::uint64_t{1} << 30);
   EXPECT_EQ(config->max_locks, 1000000u);
+}
+
+// A size of part of a page gets the whole page (the region is only
+// reserved), never less than was asked for.
+TEST(runtime_config, shared_size_is_rounded_up_to_whole_pages) {
+  scoped_env size("TMK_SHARED_SIZE", "10000");
+  auto config = runtime_config::from_environment();
+  ASSERT_TRUE(config);
+  EXPECT_EQ(config->shared_size, 12288u);
+}
+
+// The shared base in hexadecimal or decimal: the same address.
+TEST(runtime_config, shared_base_in_hexadecimal_or_decimal) {
+  for (const char* value : {"0x500000000000", "0X500000000000", "87960930222080"}) {
+    scoped_env base("TMK_SHARED_BASE", value);
+    auto config = runtime_config::from_environment();
+    ASSERT_TRUE(config) << value;
+    EXPECT_EQ(config->shared_base, 0x500000000000u) << value;
+  }
 }
 
 }  // namespace
