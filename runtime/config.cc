@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 
@@ -49,12 +50,13 @@ result<runtime_config> runtime_config::from_environment() {
   if (auto value = setting_value("TMK_SHARED_BASE")) {
     errno = 0;
     char* end = nullptr;
-    // Hexadecimal with 0x, or decimal: a leading 0 alone (octal to strtoull)
-    // is refused, not read as another address than the one meant.
+    // Hexadecimal with 0x, or decimal digits: a leading 0 alone (octal to
+    // strtoull) is refused, not read as another address than the one meant,
+    // as are signs and spaces.
     bool hex = value->rfind("0x", 0) == 0 || value->rfind("0X", 0) == 0;
     unsigned long long base = strtoull(value->c_str(), &end, hex ? 16 : 10);
     if (errno != 0 || end == value->c_str() || *end != '\0' || base == 0 ||
-        (!hex && (*value)[0] == '0') ||
+        (!hex && ((*value)[0] == '0' || !isdigit(static_cast<unsigned char>((*value)[0])))) ||
         base % config.page_size != 0 || base >= (1ull << 47))
       return status(status_code::invalid_argument,
                     "TMK_SHARED_BASE=" + *value +

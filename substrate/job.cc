@@ -122,8 +122,8 @@ struct job::connection {
   steady_time last_heard = std::chrono::steady_clock::now();
   bool open = true;
   bool said_bye = false;
-  // A control message timed out part-written: nothing more can follow it
-  // (under write_mutex).
+  // A control message timed out, perhaps part-written: nothing more can
+  // follow it (under write_mutex).
   bool jammed = false;
 };
 
@@ -670,7 +670,8 @@ result<std::vector<std::string>> job::allgather(const std::string& mine) {
   if (rank_ != 0) {
     std::uint32_t rank = static_cast<std::uint32_t>(rank_);
     status sent = send_control(*connections_[0], control_blob,
-                               std::string(reinterpret_cast<const char*>(&rank), 4) + mine);
+                               std::string(reinterpret_cast<const char*>(&rank), 4) + mine,
+                               deadline);
     // Process 0 answers with the table, or tells why the job cannot start
     // (or why it turned this process away, which the failed send may
     // follow: the reason is read all the same).
@@ -809,9 +810,10 @@ void job::abort_start(const std::string& why) {
   }
 }
 
-void job::broadcast(std::uint32_t type, const std::string& payload, int except_rank) {
+void job::broadcast(std::uint32_t type, const std::string& payload, int except_rank,
+                    steady_time deadline) {
   for (auto& to : connections_)
-    if (to && to->rank != except_rank && to->open) send_control(*to, type, payload);
+    if (to && to->rank != except_rank && to->open) send_control(*to, type, payload, deadline);
 }
 
 void job::start_monitor() {
@@ -874,7 +876,10 @@ void job::monitor_loop() {
     steady_time now = steady_clock::now();
     if (now - last_beat >= interval) {
       last_beat = now;
-      broadcast(control_heartbeat, {}, -1);
+      // A process that has not read its connection until the next beat
+      // is stopped: the silence check below finds it, and no other
+      // process waits for its beat meanwhile.
+      broadcast(control_heartbeat, {}, -1, now + interval);
     }
     // A peer is watched until it leaves: its bye (at process 0) or the end
     // message (elsewhere).  In Tmk_exit too: a process stopped there
@@ -894,7 +899,7 @@ void job::monitor_loop() {
       std::string stuck;
       {
         std::lock_guard lock(watchdog_mutex_);
-        if (watchdog_) stuck = watchdog_(now, 2 * config_.peer_timeout);
+        if (watchdog_) stuck = watchdog_(now, std::max(2 * config_.peer_timeout, 10.0));
       }
       if (!stuck.empty()) fatal("stuck: " + stuck);
     }

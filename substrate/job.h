@@ -100,8 +100,9 @@ class job {
   void add_failure_listener(std::function<void()> listener);
 
   // A check the monitor makes each round (null: none): given the time and
-  // twice TMK_PEER_TIMEOUT, what in this process is stuck past that limit,
-  // or "".  A stuck process stops the job, naming it (fatal): its monitor
+  // a limit (twice TMK_PEER_TIMEOUT, 10 s at least), what in this process
+  // is stuck past it, or "".  A stuck process stops the job, naming it
+  // (fatal): its monitor
   // lives and sends heartbeats, so no other process would find it lost.
   // Replacing the check waits for a call in progress to return.
   using watchdog = std::function<std::string(steady_time now, double limit_seconds)>;
@@ -144,7 +145,9 @@ class job {
   void kill_child(connection& child);
   bool unreaped(connection& child);
   [[noreturn]] void die(int exit_code);
-  void broadcast(std::uint32_t type, const std::string& payload, int except_rank);
+  // deadline as send_control's, for each process.
+  void broadcast(std::uint32_t type, const std::string& payload, int except_rank,
+                 steady_time deadline = {});
   void bind_to_core();
   void request_cpu_latency();
   void abort_start(const std::string& why);

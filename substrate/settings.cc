@@ -44,7 +44,7 @@ const setting_description substrate_table[] = {
     {"TMK_CONNECT_TIMEOUT", "30", "seconds to wait for every process to arrive at start-up"},
     {"TMK_PEER_TIMEOUT", "30",
      "seconds of silence after which a peer is declared lost; a request handler that has "
-     "not returned in twice this stops the job"},
+     "not returned in twice this (10 s at least) stops the job"},
     {"TMK_STDOUT", "0", "whose standard output is shown: 0 (process 0 only) or all"},
     {"TMK_BIND", "auto",
      "pin each process to a core: auto (when the host has a core for each), core, or none"},

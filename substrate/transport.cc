@@ -183,14 +183,14 @@ status transport::start(request_handler handler) {
       return errno_status("epoll_ctl");
   }
   handler_ = std::move(handler);
-  job_.set_watchdog(
-      [this](steady_time now, double limit) { return stuck_handler(now, limit); });
   service_ = std::thread([this] {
     service_loop();
     std::lock_guard own(request_lock_);
     serving_scope serving;
     service_thread_exit();
   });
+  job_.set_watchdog(
+      [this](steady_time now, double limit) { return stuck_handler(now, limit); });
   return status::ok();
 }
 
@@ -513,10 +513,11 @@ void transport::deliver_request(const wire_header& header, byte_span payload) {
 }
 
 // A handler never waits for another process's answer, only for its own
-// sends to leave, which a lost peer ends within TMK_PEER_TIMEOUT: one that
-// has run for twice that is stuck in this process (a lock never let go, a
-// wait for itself), and every process that waits for its answer would wait
-// for ever.
+// sends to leave, which a lost peer ends within TMK_PEER_TIMEOUT, and for
+// the runtime's lock, which no thread holds for long: one that has run for
+// twice that (10 s at least) is stuck in this process (a lock never let
+// go, a wait for itself), and every process that waits for its answer
+// would wait for ever.
 std::string transport::stuck_handler(steady_time now, double limit_seconds) {
   for (int which = 0; which < 2; ++which) {
     std::uint64_t count = handling_[which].count.load(std::memory_order_acquire);
@@ -530,7 +531,7 @@ std::string transport::stuck_handler(steady_time now, double limit_seconds) {
     char text[160];
     snprintf(text, sizeof text,
              "the handler of a request from process %d%s has not returned in %.1f s "
-             "(twice TMK_PEER_TIMEOUT)",
+             "(twice TMK_PEER_TIMEOUT, 10 s at least)",
              handling_[which].origin.load(std::memory_order_relaxed),
              which == 0 ? "" : " to the calling thread", seconds);
     return text;

@@ -33,6 +33,9 @@ TEST(runtime_config, bad_values_name_the_variable) {
            {"TMK_SHARED_BASE", "zero"},
            // 0x500000000000 in octal: a leading 0 alone is refused.
            {"TMK_SHARED_BASE", "02400000000000000"},
+           // Wraps to 0x500000000000 through strtoull's negation.
+           {"TMK_SHARED_BASE", "-18446656112779329536"},
+           {"TMK_SHARED_BASE", " 87960930222080"},
            {"TMK_SHARED_SIZE", "-4"},
            {"TMK_GC_THRESHOLD", "lots"},
            {"TMK_MAX_LOCKS", "0"},
