@@ -428,9 +428,7 @@ status job::start_fork(int nprocs) {
 }
 
 status job::accept_children(int listen_fd, const std::string& where) {
-  steady_time deadline = std::chrono::steady_clock::now() +
-                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                             std::chrono::duration<double>(config_.connect_timeout));
+  steady_time deadline = seconds_from_now(config_.connect_timeout);
   int arrived = 0;
   std::string refused;  // the last connection turned away, and why
   while (arrived < size_ - 1) {
@@ -513,9 +511,7 @@ status job::start_manual() {
     close(*listening);
     return outcome;
   }
-  steady_time deadline = std::chrono::steady_clock::now() +
-                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                             std::chrono::duration<double>(config_.connect_timeout));
+  steady_time deadline = seconds_from_now(config_.connect_timeout);
   auto connected = tcp_connect(root->first, root->second, deadline);
   if (!connected)
     return status(status_code::timeout,
@@ -611,23 +607,18 @@ status job::start_mpi() {
 // 0 handing out the start-up table) for ever.
 status job::send_control(connection& to, std::uint32_t type, const std::string& payload,
                          steady_time deadline) {
-  if (deadline == steady_time{})
-    deadline = std::chrono::steady_clock::now() +
-               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                   std::chrono::duration<double>(config_.peer_timeout));
+  if (deadline == steady_time{}) deadline = seconds_from_now(config_.peer_timeout);
   frame_header header{type, static_cast<std::uint32_t>(payload.size())};
   std::string frame(reinterpret_cast<const char*>(&header), sizeof header);
   frame += payload;
   std::lock_guard lock(to.write_mutex);
   if (to.fd < 0) return status(status_code::peer_lost, "connection closed", to.rank);
-  if (to.jammed)
-    return status(status_code::peer_lost, "it has stopped reading its control connection", to.rank);
-  status sent = send_all(to.fd, frame.data(), frame.size(), deadline);
-  if (sent.code() == status_code::timeout) {
+  if (!to.jammed) {
+    status sent = send_all(to.fd, frame.data(), frame.size(), deadline);
+    if (sent.code() != status_code::timeout) return sent;
     to.jammed = true;
-    return status(status_code::peer_lost, "it has stopped reading its control connection", to.rank);
   }
-  return sent;
+  return status(status_code::peer_lost, "it has stopped reading its control connection", to.rank);
 }
 
 status job::read_control(connection& from, std::uint32_t& type, std::string& payload,
@@ -664,9 +655,7 @@ result<std::vector<std::string>> job::allgather(const std::string& mine) {
     return blobs;
   }
 
-  steady_time deadline = std::chrono::steady_clock::now() +
-                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                             std::chrono::duration<double>(config_.connect_timeout));
+  steady_time deadline = seconds_from_now(config_.connect_timeout);
   if (rank_ != 0) {
     std::uint32_t rank = static_cast<std::uint32_t>(rank_);
     status sent = send_control(*connections_[0], control_blob,
@@ -1171,9 +1160,8 @@ void job::watch_mpi(double seconds, const std::string& what) {
   }
   mpi_watch_ = std::thread([this, seconds, what] {
     std::unique_lock lock(mutex_);
-    auto limit = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(seconds));
-    if (changed_.wait_for(lock, limit, [this] { return mpi_watch_over_; })) return;
+    if (changed_.wait_until(lock, seconds_from_now(seconds), [this] { return mpi_watch_over_; }))
+      return;
     log_message(log_level::error, "%s did not end within %g s; stopping", what.c_str(), seconds);
     fflush(stderr);
     _exit(1);

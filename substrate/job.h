@@ -102,9 +102,9 @@ class job {
   // A check the monitor makes each round (null: none): given the time and
   // a limit (twice TMK_PEER_TIMEOUT, 10 s at least), what in this process
   // is stuck past it, or "".  A stuck process stops the job, naming it
-  // (fatal): its monitor
-  // lives and sends heartbeats, so no other process would find it lost.
-  // Replacing the check waits for a call in progress to return.
+  // (fatal): its monitor lives and sends heartbeats, so no other process
+  // would find it lost.  Replacing the check waits for a call in progress
+  // to return.
   using watchdog = std::function<std::string(steady_time now, double limit_seconds)>;
   void set_watchdog(watchdog check);
 

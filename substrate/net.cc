@@ -21,6 +21,12 @@ double seconds_until(steady_time deadline) {
   return std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
 }
 
+steady_time seconds_from_now(double seconds) {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(seconds));
+}
+
 namespace {
 int poll_timeout_ms(steady_time deadline) {
   double left = seconds_until(deadline);

@@ -18,6 +18,8 @@ namespace tmk {
 using steady_time = std::chrono::steady_clock::time_point;
 
 double seconds_until(steady_time deadline);
+// The time that many seconds from now.
+steady_time seconds_from_now(double seconds);
 
 // Writes all of buffer, without SIGPIPE on a closed peer, giving up at
 // deadline (timeout status) if the peer has not taken it by then.
