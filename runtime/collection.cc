@@ -135,29 +135,27 @@ void node::collect_if_called() {
 void node::collect_garbage() {
   std::unique_lock lock(mutex_);
   // The pages some interval since the last collection modified and whose
-  // copy here lacks its diffs.
-  // Each page once (a bit per page marks those taken), however many
-  // intervals list it.
-  std::vector<std::uint32_t> stale;
-  std::vector<std::uint64_t> seen((npages_ + 63) / 64);
+  // copy here lacks its diffs, each page once however many intervals list
+  // it.  The listed pages are gathered and sorted rather than marked in a
+  // bit per page of the region: that map (2 MB at the default 64G) was
+  // zeroed, and under AddressSanitizer mapped afresh, at every collection.
+  std::vector<std::uint32_t> listed;
   for (int owner = 0; owner < nprocs_; ++owner) {
     if (owner == rank_) continue;
     for (std::uint32_t index = intervals_.base(owner) + 1; index <= time_[owner]; ++index) {
       const interval_record* record = intervals_.find(owner, index);
-      if (record == nullptr) continue;
-      for (std::uint32_t page : record->pages) {
-        std::uint64_t bit = std::uint64_t{1} << (page % 64);
-        if (seen[page / 64] & bit) continue;
-        seen[page / 64] |= bit;
-        for (int writer = 0; writer < nprocs_; ++writer)
-          if (writer != rank_ && notified(writer, page) > applied(page, writer)) {
-            stale.push_back(page);
-            break;
-          }
-      }
+      if (record != nullptr) listed.insert(listed.end(), record->pages.begin(), record->pages.end());
     }
   }
-  std::sort(stale.begin(), stale.end());
+  std::sort(listed.begin(), listed.end());
+  listed.erase(std::unique(listed.begin(), listed.end()), listed.end());
+  std::vector<std::uint32_t> stale;
+  for (std::uint32_t page : listed)
+    for (int writer = 0; writer < nprocs_; ++writer)
+      if (writer != rank_ && notified(writer, page) > applied(page, writer)) {
+        stale.push_back(page);
+        break;
+      }
   if (rank_ == 0) {
     for (std::uint32_t page : stale) {
       page_state state = state_of(page);
