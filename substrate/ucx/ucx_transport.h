@@ -76,6 +76,7 @@ class ucx_transport final : public transport {
 
   ucx_transport(job& owner, const substrate_config& config);
   status open_workers(ucs_status_t& failed);
+  ucs_status_t narrow_shared_memory(const ucp_params_t& params, ucp_config_t* ucx_config);
   status exchange_addresses();
   status connect(const std::vector<std::string>& blobs);
   result<ucp_ep_h> endpoint(worker_state& worker, int peer, channel to);
