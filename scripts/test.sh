@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh — sets everything up (scripts/setup.sh) and runs the whole test
 # suite with ctest: the release build, then the AddressSanitizer and
-# UndefinedBehaviorSanitizer build (CMake preset asan).  Extra arguments go
+# UndefinedBehaviorSanitizer build (CMake preset asan, whose filter leaves
+# out the tests README's "Layout" names).  Extra arguments go
 # to both ctest runs (e.g. -R substrate).  TMK_TEST_SANITIZERS=0 skips the
 # sanitizer build.
 set -euo pipefail
