@@ -14,6 +14,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -406,37 +407,46 @@ INSTANTIATE_TEST_SUITE_P(all, transport_failure,
 // TMK_PEER_TIMEOUT, 10 s at least, naming the process whose request it
 // was, and every process says why it stops.  Without the watchdog, every
 // process waited for ever.
-class transport_watchdog : public ::testing::TestWithParam<std::tuple<int, int>> {};
-
-TEST_P(transport_watchdog, stuck_handler_stops_the_job) {
-  auto [nprocs, backend_index] = GetParam();
-  program_result result = run_worker("stuck-handler", nprocs, backends[backend_index],
-                                     "interrupt", {{"TMK_PEER_TIMEOUT", "2"}});
-  EXPECT_NE(result.exit_code, 0) << describe(result);
-  EXPECT_FALSE(result.timed_out);
-  EXPECT_LT(result.seconds, 25.0) << describe(result);
-  EXPECT_FALSE(result.stragglers) << "processes outlived the job";
-  std::string victim = std::to_string(nprocs - 1);
-  std::string said = "tmk[" + victim + "]: stuck: the handler of a request from process ";
-  std::size_t at = result.err.find(said);
-  ASSERT_NE(at, std::string::npos) << describe(result);
-  std::size_t in = result.err.find("has not returned in ", at);
-  ASSERT_NE(in, std::string::npos) << describe(result);
-  EXPECT_GE(atof(result.err.c_str() + in + strlen("has not returned in ")), 10.0)
-      << describe(result);
-  for (int rank = 0; rank < nprocs - 1; ++rank)
-    EXPECT_NE(result.err.find("tmk[" + std::to_string(rank) + "]: stopping: process " + victim +
-                              " stopped the job: stuck:"),
-              std::string::npos)
-        << "process " << rank << " did not say why it stops\n" << describe(result);
+//
+// Each backend once (the watchdog is the same above them): 2 processes
+// over UCX active messages, 8 over the tag path, 4 over sockets.  Each job
+// waits at least 10 s for the watchdog, so the three run at once.
+TEST(transport_watchdog, stuck_handler_stops_the_job) {
+  const std::tuple<int, int> cases[] = {{2, 0}, {8, 1}, {4, 2}};
+  std::vector<program_result> results(std::size(cases));
+  std::vector<std::thread> jobs;
+  for (std::size_t index = 0; index < std::size(cases); ++index)
+    jobs.emplace_back([&, index] {
+      auto [nprocs, backend_index] = cases[index];
+      results[index] = run_worker("stuck-handler", nprocs, backends[backend_index], "interrupt",
+                                  {{"TMK_PEER_TIMEOUT", "2"}});
+    });
+  for (auto& job : jobs) job.join();
+  for (std::size_t index = 0; index < std::size(cases); ++index) {
+    auto [nprocs, backend_index] = cases[index];
+    const program_result& result = results[index];
+    SCOPED_TRACE(std::to_string(nprocs) + " processes over " + backends[backend_index].name);
+    EXPECT_NE(result.exit_code, 0) << describe(result);
+    EXPECT_FALSE(result.timed_out);
+    EXPECT_LT(result.seconds, 25.0) << describe(result);
+    EXPECT_FALSE(result.stragglers) << "processes outlived the job";
+    std::string victim = std::to_string(nprocs - 1);
+    std::string said = "tmk[" + victim + "]: stuck: the handler of a request from process ";
+    std::size_t at = result.err.find(said);
+    std::size_t in = at == std::string::npos ? at : result.err.find("has not returned in ", at);
+    if (in == std::string::npos) {
+      ADD_FAILURE() << "no stuck handler reported\n" << describe(result);
+      continue;
+    }
+    EXPECT_GE(atof(result.err.c_str() + in + strlen("has not returned in ")), 10.0)
+        << describe(result);
+    for (int rank = 0; rank < nprocs - 1; ++rank)
+      EXPECT_NE(result.err.find("tmk[" + std::to_string(rank) + "]: stopping: process " + victim +
+                                " stopped the job: stuck:"),
+                std::string::npos)
+          << "process " << rank << " did not say why it stops\n" << describe(result);
+  }
 }
-
-// Each backend once (the watchdog is the same above them), each run at
-// least 10 s: 2 processes over UCX active messages, 8 over the tag path,
-// 4 over sockets.
-INSTANTIATE_TEST_SUITE_P(all, transport_watchdog,
-                         ::testing::Values(std::make_tuple(2, 0), std::make_tuple(8, 1),
-                                           std::make_tuple(4, 2)));
 
 TEST(transport_limits, message_above_the_maximum_is_refused_with_its_cause) {
   program_result result = run_worker("too-large", 2, backends[0], "interrupt",
