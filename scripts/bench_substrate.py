@@ -206,8 +206,9 @@ def main():
         "## Substrate: ping-pong beside ucx_perftest",
         "",
         "Measured %s on %s, two processes on one host through UCX's shared memory "
-        "(posix/sysv, cma: ucx_perftest's default selection, which sends over sysv; tmk's forked "
-        "processes open sysv, cma and self alone, and wake a sleeping service thread by doorbell unless `TMK_DOORBELL=off`, "
+        "(posix/sysv, cma: ucx_perftest's default selection, which sends over sysv; tmk's "
+        "forked processes open sysv, cma and self alone, and wake a sleeping service thread "
+        "by doorbell unless `TMK_DOORBELL=off`, "
         "\"UCX wake-up\" below, which arms UCX's event fd instead). "
         "Command: `scripts/bench_substrate.py --rounds %d` — every figure is the median of %d rounds; "
         "in each round ucx_perftest and tmk's pingpong run one after the other, so ratios compare "
