@@ -117,7 +117,7 @@ struct ucx_transport::large_receive {
   std::vector<std::byte>* destination = nullptr;  // replies
 
   std::byte* allocate(std::size_t bytes) {
-    data.reset(new std::byte[bytes]);
+    data = std::make_unique_for_overwrite<std::byte[]>(bytes);
     length = bytes;
     return data.get();
   }
@@ -270,13 +270,17 @@ std::string ucp_context_text(ucp_context_h context) {
 }
 
 namespace {
-// Whether a context has one of UCX's shared-memory FIFO transports, as
-// ucp_context_print_info lists its resources ("... -- posix/memory").
+// Whether ucp_context_print_info's text lists a transport among its
+// resources ("... -- posix/memory").
+bool lists_transport(const std::string& info, const char* transport) {
+  return info.find(std::string("-- ") + transport + "/") != std::string::npos;
+}
+
+// Whether a context has one of UCX's shared-memory FIFO transports.
 bool carries_messages_in_shared_memory(ucp_context_h context) {
   std::string info = ucp_context_text(context);
-  for (const char* transport : {"-- posix/", "-- sysv/", "-- xpmem/"})
-    if (info.find(transport) != std::string::npos) return true;
-  return false;
+  return lists_transport(info, "posix") || lists_transport(info, "sysv") ||
+         lists_transport(info, "xpmem");
 }
 }  // namespace
 
@@ -290,11 +294,9 @@ bool carries_messages_in_shared_memory(ucp_context_h context) {
 ucs_status_t ucx_transport::narrow_shared_memory(const ucp_params_t& params,
                                                  ucp_config_t* ucx_config) {
   std::string info = ucp_context_text(context_);
-  auto has = [&](const char* transport) {
-    return info.find(std::string("-- ") + transport + "/") != std::string::npos;
-  };
-  if (!has("sysv") || !has("posix")) return UCS_OK;
-  std::string transports = std::string("sysv") + (has("cma") ? ",cma" : "") + ",self";
+  if (!lists_transport(info, "sysv") || !lists_transport(info, "posix")) return UCS_OK;
+  std::string transports =
+      std::string("sysv") + (lists_transport(info, "cma") ? ",cma" : "") + ",self";
   if (ucp_config_modify(ucx_config, "TLS", transports.c_str()) != UCS_OK) return UCS_OK;
   ucp_cleanup(context_);
   context_ = nullptr;
