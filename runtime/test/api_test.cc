@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <functional>
 #include <thread>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "run_program.h"
 
@@ -16,6 +18,7 @@ using tmk::testing::free_root;
 using tmk::testing::program_result;
 using tmk::testing::run_by_hand;
 using tmk::testing::run_program;
+using tmk::testing::run_together;
 
 std::string describe(const program_result& result) {
   return "exit " + std::to_string(result.exit_code) + " signal " + std::to_string(result.signal) +
@@ -432,12 +435,12 @@ INSTANTIATE_TEST_SUITE_P(all, api_deadlock, ::testing::ValuesIn(deadlock_cases),
 // The two substrates' jobs run at once: each mostly waits.
 TEST(api_deadlock_checks, long_waits_that_can_end_are_left_alone) {
   const char* substrates[] = {"ucx", "sockets"};
-  program_result results[2];
-  std::thread other([&] {
-    results[1] = run_worker("long-waits", 3, substrates[1], {}, {{"TMK_DEADLOCK_CHECK", "0.001"}});
-  });
-  results[0] = run_worker("long-waits", 3, substrates[0], {}, {{"TMK_DEADLOCK_CHECK", "0.001"}});
-  other.join();
+  std::vector<std::function<program_result()>> jobs;
+  for (const char* substrate : substrates)
+    jobs.push_back([substrate] {
+      return run_worker("long-waits", 3, substrate, {}, {{"TMK_DEADLOCK_CHECK", "0.001"}});
+    });
+  std::vector<program_result> results = run_together(jobs);
   for (int index : {0, 1}) {
     EXPECT_EQ(results[index].exit_code, 0) << substrates[index] << ": " << describe(results[index]);
     EXPECT_NE(results[index].out.find("long-waits: passed on 3 processes"), std::string::npos)

@@ -116,6 +116,18 @@ inline program_result run_program(const std::vector<std::string>& argv,
   return result;
 }
 
+// Runs each of jobs (each a run_program call) on a thread of its own, all
+// at once, for tests whose jobs mostly wait; their results, in order.
+inline std::vector<program_result> run_together(
+    const std::vector<std::function<program_result()>>& jobs) {
+  std::vector<program_result> results(jobs.size());
+  std::vector<std::thread> threads;
+  for (std::size_t index = 0; index < jobs.size(); ++index)
+    threads.emplace_back([&, index] { results[index] = jobs[index](); });
+  for (auto& thread : threads) thread.join();
+  return results;
+}
+
 // host:port on the loopback for process 0 of processes started by hand
 // (TMK_ROOT) to listen at: a port the kernel has just handed out, free as
 // far as it knows; "" if none could be had.  A port derived from the

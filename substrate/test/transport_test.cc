@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <functional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -413,15 +414,13 @@ INSTANTIATE_TEST_SUITE_P(all, transport_failure,
 // waits at least 10 s for the watchdog, so the three run at once.
 TEST(transport_watchdog, stuck_handler_stops_the_job) {
   const std::tuple<int, int> cases[] = {{2, 0}, {8, 1}, {4, 2}};
-  std::vector<program_result> results(std::size(cases));
-  std::vector<std::thread> jobs;
-  for (std::size_t index = 0; index < std::size(cases); ++index)
-    jobs.emplace_back([&, index] {
-      auto [nprocs, backend_index] = cases[index];
-      results[index] = run_worker("stuck-handler", nprocs, backends[backend_index], "interrupt",
-                                  {{"TMK_PEER_TIMEOUT", "2"}});
+  std::vector<std::function<program_result()>> jobs;
+  for (auto [nprocs, backend_index] : cases)
+    jobs.push_back([nprocs, backend_index] {
+      return run_worker("stuck-handler", nprocs, backends[backend_index], "interrupt",
+                        {{"TMK_PEER_TIMEOUT", "2"}});
     });
-  for (auto& job : jobs) job.join();
+  std::vector<program_result> results = tmk::testing::run_together(jobs);
   for (std::size_t index = 0; index < std::size(cases); ++index) {
     auto [nprocs, backend_index] = cases[index];
     const program_result& result = results[index];
