@@ -42,7 +42,8 @@ using namespace tmk;
 enum op : std::uint32_t {
   op_echo = 1,        // reply with every byte xor 0x5a
   op_sized = 2,       // reply with `a` bytes of pattern(origin, a)
-  op_forward = 3,     // payload: hop list; forward to the next, the last replies
+  op_forward = 3,     // payload: hop list, then `c` bytes carried; forward to the
+                      // next hop, the last replies with the checksum of those bytes
   op_count = 4,       // one-way: count it and add its checksum
   op_query = 5,       // reply with the count and checksum once `a` messages came
   op_defer = 6,       // keep the token; the compute thread replies later
@@ -181,9 +182,11 @@ struct worker {
         break;
       }
       case op_forward: {
-        std::size_t hops = body.size() / sizeof(std::int32_t);
+        std::size_t carried = std::min<std::size_t>(header.c, body.size());
+        std::size_t hops = (body.size() - carried) / sizeof(std::int32_t);
         if (hops == 0) {
-          op_header answer{op_forward, rank, incoming.sender, 0};
+          op_header answer{op_forward, rank, incoming.sender,
+                           static_cast<std::uint32_t>(byte_sum(body.data(), body.size()))};
           link->reply(incoming.token(), {as_bytes_of(answer)});
         } else {
           std::int32_t next;
@@ -330,6 +333,63 @@ struct worker {
       if (answer.a != last || answer.b != before_last)
         fail("%d hops: reply from %d via %d, expected %d via %d", hops, answer.a, answer.b, last,
              before_last);
+    }
+  }
+
+  // Large messages from both threads of a process to the same channel of
+  // another, at once: each process's caller sends the next process echo
+  // requests and requests to forward to the one after it, above the
+  // largest size class, so that each process's service thread forwards to
+  // the next process while its caller sends it requests, each thread
+  // numbering its own large transfers.  Every echo must come back intact
+  // and every forwarded body arrive whole.
+  void both_threads(int rounds) {
+    constexpr int per_round = 8;
+    constexpr std::size_t length = 40000;  // above the largest size class
+    int next = (rank + 1) % size;
+    std::int32_t after_next = (rank + 2) % size;
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<request_id> ids;
+      std::vector<std::vector<std::byte>> bodies;
+      std::vector<std::uint32_t> sums;
+      for (int i = 0; i < per_round; ++i) {
+        std::vector<std::byte> echoed(length);
+        fill_pattern(echoed, static_cast<std::uint32_t>((rank * 1000 + round) * 64 + 2 * i));
+        op_header echo{op_echo, 0, 0, 0};
+        ids.push_back(request(next, {as_bytes_of(echo), echoed}, "echo"));
+        bodies.push_back(std::move(echoed));
+        std::vector<std::byte> carried(length);
+        sums.push_back(static_cast<std::uint32_t>(
+            fill_pattern(carried, static_cast<std::uint32_t>((rank * 1000 + round) * 64 + 2 * i + 1))));
+        op_header forward{op_forward, 0, 0, static_cast<std::uint32_t>(length)};
+        ids.push_back(request(next, {as_bytes_of(forward), as_bytes_of(after_next), carried},
+                              "forward"));
+      }
+      std::vector<std::vector<std::byte>> replies(ids.size());
+      status waited = link->wait_replies(ids, replies);
+      if (!waited) the_job->fatal_lost(waited, "both-threads replies");
+      for (int i = 0; i < per_round; ++i) {
+        const auto& echoed = replies[2 * i];
+        op_header answer{};
+        bool intact = echoed.size() == sizeof answer + length;
+        if (intact) memcpy(&answer, echoed.data(), sizeof answer);
+        for (std::size_t k = 0; intact && k < length; ++k)
+          intact = echoed[sizeof answer + k] == (bodies[i][k] ^ std::byte{0x5a});
+        if (!intact || answer.code != op_echo || answer.a != next)
+          fail("round %d: echo %d came back as %zu bytes that are not the ones sent", round, i,
+               echoed.size());
+        const auto& forwarded = replies[2 * i + 1];
+        if (forwarded.size() != sizeof answer) {
+          fail("round %d: forward %d answered with %zu bytes", round, i, forwarded.size());
+          continue;
+        }
+        memcpy(&answer, forwarded.data(), sizeof answer);
+        if (answer.code != op_forward || answer.a != after_next || answer.b != next ||
+            answer.c != sums[i])
+          fail("round %d: forward %d reached %d via %d with checksum %u, expected %d via %d "
+               "with %u",
+               round, i, answer.a, answer.b, answer.c, after_next, next, sums[i]);
+      }
     }
   }
 
@@ -977,6 +1037,7 @@ int main(int argc, char** argv) {
   if (scenario == "all-pairs") self.all_pairs(20);
   else if (scenario == "sizes") self.sizes();
   else if (scenario == "forward") self.forwarding();
+  else if (scenario == "both-threads") self.both_threads(10);
   else if (scenario == "burst") self.burst(count);
   else if (scenario == "stream") self.stream(count);
   else if (scenario == "deferred") self.deferred_replies();

@@ -88,7 +88,8 @@ std::string scenario_name(const ::testing::TestParamInfo<scenario_parameters>& i
 
 INSTANTIATE_TEST_SUITE_P(
     interrupt, transport_scenario,
-    ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted", "lent"),
+    ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "both-threads", "burst", "stream", "deferred",
+                                         "interrupted", "lent"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values(0, 1, 2),
                        ::testing::Values("interrupt")),
     scenario_name);

@@ -29,6 +29,12 @@ constexpr std::size_t max_parts = 8;  // payload parts sent without gathering
 constexpr std::uint8_t large_flag = 1;  // wire_header.reserved[0] on the tag path
 
 // Tag layout: kind (4 bits) | size class (4) | sender rank (24) | transfer id (32).
+// A large message's payload (tag_large) has the channel it was sent from in
+// place of the size class: each of a process's two workers numbers its own
+// transfers, and both send to the same channel of a peer (the service
+// thread's replies and the calling thread's caller requests, say), so the
+// rank and the id alone could match one's payload to the other's
+// announcement.
 enum tag_kind : std::uint64_t { tag_request = 1, tag_reply = 2, tag_large = 3 };
 constexpr ucp_tag_t class_mask = 0xff00000000000000ull;
 constexpr ucp_tag_t full_mask = ~0ull;
@@ -45,7 +51,7 @@ status ucx_status(const std::string& what, ucs_status_t code) {
 struct large_announcement {
   std::uint64_t length;
   std::uint32_t id;
-  std::uint32_t reserved;
+  std::uint32_t from;  // the sender's channel, as in the payload's tag
 };
 
 }  // namespace
@@ -115,6 +121,7 @@ struct ucx_transport::large_receive {
   std::unique_ptr<std::byte[]> data;
   std::size_t length = 0;
   std::vector<std::byte>* destination = nullptr;  // replies
+  ucs_status_t failed = UCS_OK;  // how the receive of the data ended, if not well
 
   std::byte* allocate(std::size_t bytes) {
     data = std::make_unique_for_overwrite<std::byte[]>(bytes);
@@ -457,7 +464,8 @@ ucx_transport::~ucx_transport() {
         }
         ep = nullptr;
       }
-    for (auto& chunk : state->chunks) ucp_mem_unmap(context_, chunk.memh);
+    for (auto& chunk : state->chunks)
+      if (chunk.memh != nullptr) ucp_mem_unmap(context_, chunk.memh);
     for (auto& buffer : state->all_buffers)
       if (buffer->size_class == class_count) delete[] buffer->data;
     ucp_worker_destroy(state->worker);
@@ -789,7 +797,8 @@ status ucx_transport::post_tag(worker_state& worker, ucp_ep_h ep, channel to, se
   wire_header header;
   memcpy(&header, buffer->data, sizeof header);
   header.reserved[0] = large_flag;
-  large_announcement what{length - sizeof(wire_header), id, 0};
+  auto from = static_cast<std::uint32_t>(worker.which);
+  large_announcement what{length - sizeof(wire_header), id, from};
   announce->ring_peer = buffer->ring_peer;
   memcpy(announce->data, &header, sizeof header);
   memcpy(announce->data + sizeof header, &what, sizeof what);
@@ -800,7 +809,7 @@ status ucx_transport::post_tag(worker_state& worker, ucp_ep_h ep, channel to, se
     return sent;
   }
   return send_one(buffer->data + sizeof(wire_header), length - sizeof(wire_header),
-                  make_tag(tag_large, 0, rank_, id), buffer);
+                  make_tag(tag_large, static_cast<int>(from), rank_, id), buffer);
 }
 
 status ucx_transport::prepost(worker_state& worker) {
@@ -824,7 +833,10 @@ status ucx_transport::prepost(worker_state& worker) {
   params.length = total;
   ucp_mem_h memh = nullptr;
   ucs_status_t code = ucp_mem_map(context_, &params, &memh);
-  if (code != UCS_OK) return ucx_status("registering receive buffers", code);
+  if (code != UCS_OK) {
+    munmap(address, total);
+    return ucx_status("registering receive buffers", code);
+  }
   worker.chunks.push_back({address, total, memh});
   auto* at = static_cast<std::byte*>(address);
   for (int size_class = 0; size_class < class_count; ++size_class)
@@ -898,7 +910,7 @@ void ucx_transport::on_large_received(void* request, ucs_status_t code, const uc
   auto* receive = static_cast<large_receive*>(user_data);
   ucp_request_free(request);
   if (code != UCS_OK) {
-    TMK_LOG(warn, "a large receive failed: %s", ucs_status_string(code));
+    receive->failed = code;
     receive->header.kind = static_cast<message_kind>(0);
   }
   receive->worker->completed_large.push_back(receive);
@@ -918,7 +930,7 @@ void ucx_transport::handle_tag_message(worker_state& worker, preposted* slot, st
     large_announcement what{};
     if (length >= sizeof header + sizeof what) memcpy(&what, slot->data + sizeof header, sizeof what);
     repost(slot);
-    if (what.length > config_.max_message || sender >= size_) {
+    if (what.length > config_.max_message || sender >= size_ || what.from > 1) {
       TMK_LOG(warn, "dropped an announced message of %llu bytes from process %d (tag %llx)",
               static_cast<unsigned long long>(what.length), sender, (unsigned long long)tag);
       return;
@@ -936,7 +948,8 @@ void ucx_transport::handle_tag_message(worker_state& worker, preposted* slot, st
     params.cb.recv = &ucx_transport::on_large_received;
     params.user_data = receive;
     void* request = ucp_tag_recv_nbx(worker.worker, into, what.length,
-                                     make_tag(tag_large, 0, sender, what.id), full_mask, &params);
+                                     make_tag(tag_large, static_cast<int>(what.from), sender, what.id),
+                                     full_mask, &params);
     if (UCS_PTR_IS_ERR(request)) {
       TMK_LOG(error, "receiving a large message: %s", ucs_status_string(UCS_PTR_STATUS(request)));
       delete receive;
@@ -958,9 +971,15 @@ void ucx_transport::handle_tag_message(worker_state& worker, preposted* slot, st
   repost(slot);
 }
 
+// A message whose data UCX failed to deliver leaves whoever waits for it
+// (its requester, or the caller its request would have answered) waiting
+// for ever: the job stops, naming it.  Canceled at the close, it is dropped.
 void ucx_transport::handle_large(worker_state& worker, large_receive* receive) {
   if (receive->header.kind == static_cast<message_kind>(0)) {
-    delete receive;
+    std::unique_ptr<large_receive> failed(receive);
+    if (failed->failed != UCS_OK && failed->failed != UCS_ERR_CANCELED && !closing_)
+      job_.fatal("receiving a message from process " + std::to_string(failed->header.sender) +
+                 ": " + ucs_status_string(failed->failed));
     return;
   }
   if (worker.which == channel::request)
@@ -1011,7 +1030,7 @@ void ucx_transport::on_am_data_received(void* request, ucs_status_t code, size_t
   auto* receive = static_cast<large_receive*>(user_data);
   ucp_request_free(request);
   if (code != UCS_OK) {
-    TMK_LOG(warn, "receiving rendezvous data failed: %s", ucs_status_string(code));
+    receive->failed = code;
     receive->header.kind = static_cast<message_kind>(0);
   }
   receive->worker->completed_large.push_back(receive);
