@@ -198,7 +198,7 @@ status node::map_region() {
                                                         : page_state::unfetched);
   // A bit per page, zero, committed only where bits are set.
   for (std::uint64_t** bitmap : {&read_bits_, &written_bits_, &filled_bits_, &noticed_bits_}) {
-    void* bits = mmap(nullptr, (npages_ + 63) / 64 * 8, PROT_READ | PROT_WRITE,
+    void* bits = mmap(nullptr, (std::uint64_t{npages_} + 63) / 64 * 8, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (bits == MAP_FAILED) return errno_status("page table");
     *bitmap = static_cast<std::uint64_t*>(bits);

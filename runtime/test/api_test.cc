@@ -520,6 +520,21 @@ TEST(api_limits, a_reply_above_the_largest_message_stops_the_job_with_its_cause)
   }
 }
 
+// The largest region of 4 KiB pages the settings allow, just short of 2^32
+// pages: the per-page tables are sized in 64 bits (in 32, their page count
+// rounded up to whole chunks wrapped to nothing, and the first write fault
+// wrote outside them).  16 TiB of addresses, at a base free in an ordinary
+// process and under AddressSanitizer (ThreadSanitizer's application ranges
+// hold no such region: the tsan preset leaves the test out).
+TEST(api_limits, a_region_of_almost_2_to_the_32_pages_works) {
+  program_result result = run_worker(
+      "barriers", 2, "ucx", {},
+      {{"TMK_SHARED_SIZE", "16777215M"}, {"TMK_SHARED_BASE", "0x200000000000"}});
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  EXPECT_NE(result.out.find("barriers: passed on 2 processes"), std::string::npos)
+      << describe(result);
+}
+
 TEST(api_heap, exhausted_region_gives_null) {
   program_result result = run_worker("heap-exhausted", 2, "ucx", {}, {{"TMK_SHARED_SIZE", "1M"}});
   EXPECT_EQ(result.exit_code, 0) << describe(result);
