@@ -12,8 +12,8 @@
 //   stays writable, so a page rewritten every interval costs one fault, not
 //   one per interval.  Once sealed, the twin is speculative: an interval
 //   lists the page only if it differs from the twin at the close, and after
-//   8 closes in a row that find it unwritten (1 past half of
-//   TMK_GC_THRESHOLD) the twin is dropped and the page write-protected.
+//   8 closes in a row that find it unwritten (twin_idle_closes) the twin is
+//   dropped and the page write-protected.
 //   The page is sealed — its writes so far made a diff against the twin —
 //   only in these cases:
 //   * some process asks for those writes, or process 0 sends the page
