@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -12,7 +13,7 @@ namespace tmk {
 
 namespace {
 const setting_description runtime_table[] = {
-    {"TMK_PAGE_SIZE", "4096", "coherence unit in bytes: a power-of-two multiple of the system page, at most 256K"},
+    {"TMK_PAGE_SIZE", "4096", "coherence unit in bytes: a power-of-two multiple of the system page (the system page where it is larger), at most 256K"},
     {"TMK_SHARED_BASE", TMK_DEFAULT_SHARED_BASE,
      "address of the shared region, the same in every process (hexadecimal with 0x, or decimal)"},
     {"TMK_SHARED_SIZE", "64G",
@@ -38,6 +39,9 @@ std::span<const setting_description> runtime_settings() { return runtime_table; 
 result<runtime_config> runtime_config::from_environment() {
   runtime_config config;
   std::size_t system_page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  // Protections change a system page at a time: a smaller tmk page would
+  // open or close its neighbours with it.
+  config.page_size = std::max(config.page_size, system_page);
   if (auto value = setting_value("TMK_PAGE_SIZE")) {
     auto parsed = parse_size("TMK_PAGE_SIZE", *value, system_page, diff_max_page);
     if (!parsed) return parsed.error();
@@ -70,9 +74,11 @@ result<runtime_config> runtime_config::from_environment() {
     // Whole pages, at least the size asked for: the region is only reserved.
     config.shared_size = (*parsed + config.page_size - 1) / config.page_size * config.page_size;
   }
-  if (config.shared_size / config.page_size > 0xffffffffull)
+  // Write notices mark a run of pages in the top bit of its first page's
+  // number (interval.cc).
+  if (config.shared_size / config.page_size > 0x7fffffffull)
     return status(status_code::invalid_argument,
-                  "TMK_SHARED_SIZE: more than 2^32 pages; use a larger TMK_PAGE_SIZE");
+                  "TMK_SHARED_SIZE: more than 2^31 - 1 pages; use a larger TMK_PAGE_SIZE");
   if (config.shared_base + config.shared_size > (1ull << 47))
     return status(status_code::invalid_argument,
                   "TMK_SHARED_BASE + TMK_SHARED_SIZE reach beyond the user address space");

@@ -264,17 +264,17 @@ void node::distribute(const void* pointer, int size) {
     fail("Tmk_distribute", "the pointer is not in a global variable of the program or of a "
                            "library; processes not forked from one another can only exchange "
                            "global variables");
-  if (absolute) {
-    auto length = static_cast<std::size_t>(size);
-    std::string bytes = "the " + std::to_string(size) + " bytes from " + hex_address(pointer);
-    std::vector<memory_range> now = writable_mappings();
-    if (!covers(now, pointer, length))
-      fail("Tmk_distribute", bytes + " are not all writable memory of this process: pass a "
-                                     "variable and its size");
-    if (!covers(forked_memory(now), pointer, length))
-      fail("Tmk_distribute", bytes + " are in memory made after Tmk_startup, which the other "
-                                     "processes do not have: distribute a variable made before");
-  }
+  // A global variable of a module may be read-only all the same: a table
+  // of pointers, written by the loader's relocations and then protected.
+  auto length = static_cast<std::size_t>(size);
+  std::string bytes = "the " + std::to_string(size) + " bytes from " + hex_address(pointer);
+  std::vector<memory_range> now = writable_mappings();
+  if (!covers(now, pointer, length))
+    fail("Tmk_distribute", bytes + " are not all writable memory of this process: pass a "
+                                   "variable and its size");
+  if (absolute && !covers(forked_memory(now), pointer, length))
+    fail("Tmk_distribute", bytes + " are in memory made after Tmk_startup, which the other "
+                                   "processes do not have: distribute a variable made before");
   if (nprocs_ == 1) return;
   message_writer message(message_type::distribute);
   message.put<std::uint8_t>(absolute ? 1 : 0);
@@ -315,7 +315,7 @@ void node::handle_distribute(const incoming_request& request, message_reader& re
     return reject(request, "no variable at offset " + std::to_string(offset) + " of module '" +
                                name + "' here");
   // The sender checked its own memory; a second look here costs little.
-  if (absolute && !covers(writable_mappings(), target, bytes.size()))
+  if (!covers(writable_mappings(), target, bytes.size()))
     return reject(request, "process " + std::to_string(rank_) + " has no writable memory at the " +
                                std::to_string(bytes.size()) + " bytes from " +
                                hex_address(target));

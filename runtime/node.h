@@ -132,7 +132,7 @@ template <typename T, std::uint32_t chunk_bits>
 class chunk_table {
  public:
   static constexpr std::uint32_t chunk_entries = 1u << chunk_bits;
-  // In 64 bits: up to 2^32 - 1 entries (pages) round up past 32.
+  // In 64 bits: a count near 2^32 rounds up past 32.
   explicit chunk_table(std::uint32_t entries)
       : chunks_((std::uint64_t{entries} + chunk_entries - 1) / chunk_entries) {}
   T& at(std::uint32_t index) {

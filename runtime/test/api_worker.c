@@ -272,6 +272,37 @@ static void barriers(void) {
   finish("barriers");
 }
 
+/* The pages at the top of the largest region the settings allow: process 0
+ * extends the heap to the region's end, writes a run of two pages and a
+ * page alone there, and every process reads them after a barrier (their
+ * write notices carry the highest page numbers there are).  The heap is
+ * full after it, so the verdict is the job's exit status. */
+static char *top_of_heap;
+
+static void top_pages(void) {
+  size_t page = Tmk_page_size;
+  if (Tmk_proc_id == 0) {
+    unsigned step = 1u << 31;
+    while (step >= page) {
+      char *block = Tmk_sbrk(step);
+      if (block != NULL) top_of_heap = block + step;
+      else step /= 2;
+    }
+    Tmk_distribute(&top_of_heap, sizeof top_of_heap);
+    top_of_heap[-4 * (long)page] = 1;
+    top_of_heap[-3 * (long)page] = 2;
+    top_of_heap[-1] = 3;
+  }
+  Tmk_barrier(0);
+  check(top_of_heap[-4 * (long)page] == 1, "the first of two pages written at the top", top_of_heap[-4 * (long)page], 1);
+  check(top_of_heap[-3 * (long)page] == 2, "the second of two pages written at the top", top_of_heap[-3 * (long)page], 2);
+  check(top_of_heap[-1] == 3, "the last byte of the region", top_of_heap[-1], 3);
+  Tmk_barrier(1);
+  if (Tmk_proc_id == 0)
+    printf("top-pages: checked on %u processes, %u pages\n", Tmk_nprocs, Tmk_npages);
+  Tmk_exit(failures ? 1 : 0);
+}
+
 /* Shared memory touched by several threads of a process at once: in each
  * round four threads write the process's block (write faults) and, after
  * the main thread's barrier, read the whole array (read faults, fetches
@@ -1717,6 +1748,9 @@ static void barrier_after_exit(void) { Tmk_barrier(5); }
 static void misuse(const char *what) {
   static int private_variable;
   static const int constant_variable = 5;
+  /* Pointers the loader relocates, then protects (.data.rel.ro): inside the
+   * program's writable segment, read-only once it runs. */
+  static const char *const relocated_constants[] = {"north", "south"};
   if (strcmp(what, "bad-lock") == 0) Tmk_lock_acquire(70000);
   if (strcmp(what, "bad-barrier") == 0) Tmk_barrier(70000);
   if (strcmp(what, "release-unheld") == 0) Tmk_lock_release(4);
@@ -1735,6 +1769,8 @@ static void misuse(const char *what) {
   }
   if (strcmp(what, "distribute-overrun") == 0) Tmk_distribute(&private_variable, 1 << 30);
   if (strcmp(what, "distribute-constant") == 0) Tmk_distribute(&constant_variable, sizeof constant_variable);
+  if (strcmp(what, "distribute-relocated-constant") == 0)
+    Tmk_distribute(relocated_constants, sizeof relocated_constants);
   if (strcmp(what, "distribute-made-later") == 0 && Tmk_proc_id == 0) {
     void *made = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     Tmk_distribute(made, 64);
@@ -1875,6 +1911,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "false-sharing") == 0) false_sharing();
   else if (strcmp(scenario, "byte-sharing") == 0) byte_sharing();
   else if (strcmp(scenario, "barriers") == 0) barriers();
+  else if (strcmp(scenario, "top-pages") == 0) top_pages();
   else if (strcmp(scenario, "threads") == 0) threads();
   else if (strcmp(scenario, "traffic-counts") == 0) traffic_counts(scenario, 0);
   else if (strcmp(scenario, "traffic-counts-late") == 0) traffic_counts(scenario, 1);
