@@ -13,7 +13,9 @@ namespace tmk {
 
 namespace {
 const setting_description runtime_table[] = {
-    {"TMK_PAGE_SIZE", "4096", "coherence unit in bytes: a power-of-two multiple of the system page (the system page where it is larger), at most 256K"},
+    {"TMK_PAGE_SIZE", "4096",
+     "coherence unit in bytes: a power-of-two multiple of the system page (the system page "
+     "where it is larger), at most 256K"},
     {"TMK_SHARED_BASE", TMK_DEFAULT_SHARED_BASE,
      "address of the shared region, the same in every process (hexadecimal with 0x, or decimal)"},
     {"TMK_SHARED_SIZE", "64G",
