@@ -121,7 +121,7 @@ struct ucx_transport::large_receive {
   std::unique_ptr<std::byte[]> data;
   std::size_t length = 0;
   std::vector<std::byte>* destination = nullptr;  // replies
-  ucs_status_t failed = UCS_OK;  // how the receive of the data ended, if not well
+  ucs_status_t ended = UCS_OK;  // how the receive of the data ended
 
   std::byte* allocate(std::size_t bytes) {
     data = std::make_unique_for_overwrite<std::byte[]>(bytes);
@@ -905,15 +905,17 @@ void ucx_transport::on_tag_received(void* request, ucs_status_t code,
   slot->worker->completed_slots.push_back(slot);
 }
 
+// The data of a large message is in (or UCX gave up on it): handled at the
+// next progress, outside UCX's callback.
+void ucx_transport::large_received(void* request, ucs_status_t code, large_receive* receive) {
+  ucp_request_free(request);
+  receive->ended = code;
+  receive->worker->completed_large.push_back(receive);
+}
+
 void ucx_transport::on_large_received(void* request, ucs_status_t code, const ucp_tag_recv_info_t*,
                                       void* user_data) {
-  auto* receive = static_cast<large_receive*>(user_data);
-  ucp_request_free(request);
-  if (code != UCS_OK) {
-    receive->failed = code;
-    receive->header.kind = static_cast<message_kind>(0);
-  }
-  receive->worker->completed_large.push_back(receive);
+  large_received(request, code, static_cast<large_receive*>(user_data));
 }
 
 void ucx_transport::handle_tag_message(worker_state& worker, preposted* slot, std::size_t length,
@@ -975,11 +977,13 @@ void ucx_transport::handle_tag_message(worker_state& worker, preposted* slot, st
 // (its requester, or the caller its request would have answered) waiting
 // for ever: the job stops, naming it.  Canceled at the close, it is dropped.
 void ucx_transport::handle_large(worker_state& worker, large_receive* receive) {
-  if (receive->header.kind == static_cast<message_kind>(0)) {
-    std::unique_ptr<large_receive> failed(receive);
-    if (failed->failed != UCS_OK && failed->failed != UCS_ERR_CANCELED && !closing_)
-      job_.fatal("receiving a message from process " + std::to_string(failed->header.sender) +
-                 ": " + ucs_status_string(failed->failed));
+  if (receive->ended != UCS_OK) {
+    ucs_status_t ended = receive->ended;
+    int sender = receive->header.sender;
+    delete receive;
+    if (ended != UCS_ERR_CANCELED && !closing_)
+      job_.fatal("receiving a message from process " + std::to_string(sender) + ": " +
+                 ucs_status_string(ended));
     return;
   }
   if (worker.which == channel::request)
@@ -1027,13 +1031,7 @@ ucs_status_t ucx_transport::on_am_request(void* arg, const void* header, size_t 
 
 void ucx_transport::on_am_data_received(void* request, ucs_status_t code, size_t,
                                         void* user_data) {
-  auto* receive = static_cast<large_receive*>(user_data);
-  ucp_request_free(request);
-  if (code != UCS_OK) {
-    receive->failed = code;
-    receive->header.kind = static_cast<message_kind>(0);
-  }
-  receive->worker->completed_large.push_back(receive);
+  large_received(request, code, static_cast<large_receive*>(user_data));
 }
 
 ucs_status_t ucx_transport::on_am_reply(void* arg, const void* header, size_t header_length,

@@ -105,6 +105,7 @@ class ucx_transport final : public transport {
   static void on_direct_send_done(void* request, ucs_status_t status, void* user_data);
   static void on_tag_received(void* request, ucs_status_t status,
                               const ucp_tag_recv_info_t* info, void* user_data);
+  static void large_received(void* request, ucs_status_t code, large_receive* receive);
   static void on_large_received(void* request, ucs_status_t status,
                                 const ucp_tag_recv_info_t* info, void* user_data);
   static void on_am_data_received(void* request, ucs_status_t status, size_t length,
