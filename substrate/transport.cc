@@ -54,6 +54,7 @@ void causal_acquire() {}
 
 namespace {
 thread_local bool serving_flag = false;  // this thread owns the request channel
+thread_local bool service_flag = false;  // this thread is a transport's service thread
 
 struct serving_scope {
   serving_scope() { serving_flag = true; }
@@ -158,6 +159,7 @@ transport::~transport() {
 }
 
 bool transport::serving_requests() { return serving_flag; }
+bool transport::on_service_thread() { return service_flag; }
 
 status transport::start(request_handler handler) {
   if (service_.joinable()) return status(status_code::invalid_argument, "already started");
@@ -238,6 +240,7 @@ void transport::service_loop() {
   bool active = false;
 
   std::unique_lock own(request_lock_);
+  service_flag = true;
   serving_flag = true;
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (progress(channel::request) != 0) {

@@ -221,6 +221,9 @@ class transport {
   void stop();
   // True on a thread that owns the request channel now (handlers run there).
   static bool serving_requests();
+  // True on a service thread; every other thread that uses a transport is
+  // its calling thread, the owner of the reply channel.
+  static bool on_service_thread();
 
   // Calling thread, once every process has started its service thread:
   // opens a connection to every process's both channels and sends each

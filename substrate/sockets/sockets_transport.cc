@@ -149,11 +149,17 @@ int sockets_transport::event_fd(channel which) const {
   return which == channel::request ? request_epoll_ : reply_epoll_;
 }
 
+namespace {
+// A calling thread queues frames behind another writer up to this many
+// bytes, then waits for it (a stream of one-way messages is held back by
+// the reader as when the calling thread writes them itself).
+constexpr std::size_t queue_bound = std::size_t{4} << 20;
+}  // namespace
+
 status sockets_transport::post(channel from, int peer, channel to, const wire_header& header,
                                parts payload, std::size_t payload_length) {
   // Requests (and forwards) travel on this process's connection to peer;
   // replies on peer's connection to this process.
-  (void)from;
   connection& on = to == channel::request ? *outbound_[peer] : *inbound_[peer];
   std::uint32_t length = static_cast<std::uint32_t>(payload_length);
   std::vector<std::byte> frame(sizeof length + sizeof header + payload_length);
@@ -164,23 +170,94 @@ status sockets_transport::post(channel from, int peer, channel to, const wire_he
     if (!part.empty()) memcpy(at, part.data(), part.size());
     at += part.size();
   }
-  std::lock_guard lock(on.write_mutex);
-  status sent = send_all(on.fd, frame.data(), frame.size());
-  if (!sent) return status(status_code::peer_lost, "process " + std::to_string(peer) + ": " +
-                                                       sent.message(), peer);
-  return sent;
+  auto lost = [&](const std::string& why) {
+    return status(status_code::peer_lost, "process " + std::to_string(peer) + ": " + why, peer);
+  };
+  {
+    std::unique_lock lock(on.write_mutex);
+    while (on.writing) {
+      if (!on.broken.empty()) return lost(on.broken);
+      if (from == channel::request || on.queued_bytes < queue_bound) {
+        on.queued_bytes += frame.size();
+        on.queued.push_back(std::move(frame));
+        return status::ok();
+      }
+      lock.unlock();
+      status waited = wait_taking_in(-1, 1);
+      if (!waited) return waited;
+      lock.lock();
+    }
+    if (!on.broken.empty()) return lost(on.broken);
+    on.writing = true;
+  }
+  while (true) {
+    status written = write_frame(on, frame);
+    std::lock_guard lock(on.write_mutex);
+    if (!written) {
+      on.broken = written.message();
+      on.queued.clear();
+      on.queued_bytes = 0;
+      on.writing = false;
+      return written.code() == status_code::peer_lost ? lost(on.broken) : written;
+    }
+    if (on.queued.empty()) {
+      on.writing = false;
+      return status::ok();
+    }
+    frame = std::move(on.queued.front());
+    on.queued.pop_front();
+    on.queued_bytes -= frame.size();
+  }
 }
 
-unsigned sockets_transport::read_from(connection& from, channel which) {
-  unsigned frames = 0;
+status sockets_transport::write_frame(connection& on, const std::vector<std::byte>& frame) {
+  const std::byte* next = frame.data();
+  std::size_t left = frame.size();
+  while (left > 0) {
+    ssize_t sent = ::send(on.fd, next, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent >= 0) {
+      next += sent;
+      left -= static_cast<std::size_t>(sent);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EPIPE || errno == ECONNRESET)
+      return status(status_code::peer_lost, "connection closed by peer");
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return errno_status("send");
+    // The reader at the other end has not read what came before.
+    status waited = wait_taking_in(on.fd, 1000);
+    if (!waited) return waited;
+  }
+  return status::ok();
+}
+
+status sockets_transport::wait_taking_in(int fd, int timeout_ms) {
+  bool request = serving_requests();
+  bool reply = !on_service_thread();
+  pollfd fds[4];
+  nfds_t count = 0;
+  fds[count++] = {job_.failure_fd(), POLLIN, 0};
+  if (fd >= 0) fds[count++] = {fd, POLLOUT, 0};
+  if (request) fds[count++] = {request_epoll_, POLLIN, 0};
+  if (reply) fds[count++] = {reply_epoll_, POLLIN, 0};
+  int ready = poll(fds, count, timeout_ms);
+  if (ready < 0 && errno != EINTR) return errno_status("poll");
+  if (job_.failed()) return job_.failure();
+  if (request) take_in_ready(channel::request);
+  if (reply) take_in_ready(channel::reply);
+  return status::ok();
+}
+
+void sockets_transport::take_in(connection& from, channel which) {
   // Up to 1 MiB a call: the rest waits in the kernel (the epoll sets are
   // level-triggered), so that a sender streaming faster than this process
   // handles its messages is held back by the socket, not queued here.
+  std::vector<std::byte>& into = from.handling ? from.spill : from.input;
   for (std::size_t read_now = 0; read_now < (std::size_t{1} << 20);) {
-    std::size_t old_size = from.input.size();
-    from.input.resize(old_size + 65536);
-    ssize_t got = recv(from.fd, from.input.data() + old_size, 65536, MSG_DONTWAIT);
-    from.input.resize(old_size + (got > 0 ? got : 0));
+    std::size_t old_size = into.size();
+    into.resize(old_size + 65536);
+    ssize_t got = recv(from.fd, into.data() + old_size, 65536, MSG_DONTWAIT);
+    into.resize(old_size + (got > 0 ? got : 0));
     if (got == 0) {
       // Closed: the job's monitor tells whether that is a loss.
       from.open = false;
@@ -191,49 +268,89 @@ unsigned sockets_transport::read_from(connection& from, channel which) {
     if (got < 65536) break;
     read_now += static_cast<std::size_t>(got);
   }
+}
+
+void sockets_transport::take_in_ready(channel which) {
+  epoll_event events[64];
+  int ready = epoll_wait(event_fd(which), events, 64, 0);
+  for (int i = 0; i < ready; ++i) {
+    auto& from = *static_cast<connection*>(events[i].data.ptr);
+    take_in(from, which);
+    if (!from.listed) {
+      from.listed = true;
+      taken_in_[index(which)].push_back(&from);
+    }
+  }
+}
+
+unsigned sockets_transport::handle(connection& from, channel which) {
+  unsigned frames = 0;
   constexpr std::size_t prefix = sizeof(std::uint32_t) + sizeof(wire_header);
-  while (from.input.size() - from.consumed >= prefix) {
-    std::uint32_t length;
-    wire_header header;
-    memcpy(&length, from.input.data() + from.consumed, sizeof length);
-    memcpy(&header, from.input.data() + from.consumed + sizeof length, sizeof header);
-    if (length > config_.max_message) {
-      TMK_LOG(error, "process %d sent a frame of %u bytes, above TMK_MAX_MESSAGE; closing",
-              from.peer, length);
-      from.open = false;
-      epoll_ctl(event_fd(which), EPOLL_CTL_DEL, from.fd, nullptr);
+  from.handling = true;
+  while (true) {
+    while (from.input.size() - from.consumed >= prefix) {
+      std::uint32_t length;
+      wire_header header;
+      memcpy(&length, from.input.data() + from.consumed, sizeof length);
+      memcpy(&header, from.input.data() + from.consumed + sizeof length, sizeof header);
+      if (length > config_.max_message) {
+        TMK_LOG(error, "process %d sent a frame of %u bytes, above TMK_MAX_MESSAGE; closing",
+                from.peer, length);
+        from.open = false;
+        epoll_ctl(event_fd(which), EPOLL_CTL_DEL, from.fd, nullptr);
+        from.input.clear();
+        from.spill.clear();
+        from.consumed = 0;
+        break;
+      }
+      if (from.input.size() - from.consumed < prefix + length) break;
+      const std::byte* payload = from.input.data() + from.consumed + prefix;
+      if (header.sender != from.peer) header.sender = from.peer;
+      // A handler may block in a write and take in meanwhile: into spill,
+      // so that payload stays where it is.
+      if (which == channel::request) {
+        deliver_request(header, {payload, length});
+      } else if (auto* destination = reply_destination(header, length)) {
+        if (length) memcpy(destination->data(), payload, length);
+        reply_complete(header);
+      }
+      from.consumed += prefix + length;
+      ++frames;
+    }
+    if (from.consumed == from.input.size()) {
       from.input.clear();
       from.consumed = 0;
-      break;
+    } else if (from.consumed > (1u << 20)) {
+      from.input.erase(from.input.begin(), from.input.begin() + static_cast<long>(from.consumed));
+      from.consumed = 0;
     }
-    if (from.input.size() - from.consumed < prefix + length) break;
-    const std::byte* payload = from.input.data() + from.consumed + prefix;
-    if (header.sender != from.peer) header.sender = from.peer;
-    if (which == channel::request) {
-      deliver_request(header, {payload, length});
-    } else if (auto* destination = reply_destination(header, length)) {
-      if (length) memcpy(destination->data(), payload, length);
-      reply_complete(header);
-    }
-    from.consumed += prefix + length;
-    ++frames;
+    if (from.spill.empty()) break;
+    from.input.insert(from.input.end(), from.spill.begin(), from.spill.end());
+    from.spill.clear();
   }
-  if (from.consumed == from.input.size()) {
-    from.input.clear();
-    from.consumed = 0;
-  } else if (from.consumed > (1u << 20)) {
-    from.input.erase(from.input.begin(), from.input.begin() + static_cast<long>(from.consumed));
-    from.consumed = 0;
-  }
+  from.handling = false;
   return frames;
 }
 
 unsigned sockets_transport::progress(channel which) {
+  unsigned frames = 0;
+  // What a thread blocked in a write took in, first, in the order it came.
+  auto& listed = taken_in_[index(which)];
+  if (!listed.empty()) {
+    std::vector<connection*> taken;
+    taken.swap(listed);
+    for (connection* from : taken) {
+      from->listed = false;
+      frames += handle(*from, which);
+    }
+  }
   epoll_event events[64];
   int ready = epoll_wait(event_fd(which), events, 64, 0);
-  unsigned frames = 0;
-  for (int i = 0; i < ready; ++i)
-    frames += read_from(*static_cast<connection*>(events[i].data.ptr), which);
+  for (int i = 0; i < ready; ++i) {
+    auto& from = *static_cast<connection*>(events[i].data.ptr);
+    take_in(from, which);
+    frames += handle(from, which);
+  }
   return frames;
 }
 

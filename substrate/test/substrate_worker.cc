@@ -342,10 +342,13 @@ struct worker {
   // largest size class, so that each process's service thread forwards to
   // the next process while its caller sends it requests, each thread
   // numbering its own large transfers.  Every echo must come back intact
-  // and every forwarded body arrive whole.
-  void both_threads(int rounds) {
+  // and every forwarded body arrive whole.  "crossing" sends 1 MiB bodies,
+  // more than a kernel socket holds, 16 MiB a round each way: each
+  // process's caller is still sending while the next one's service thread
+  // echoes and forwards to it, and nobody may wait for a reader that
+  // waits for it in turn.
+  void both_threads(int rounds, std::size_t length) {
     constexpr int per_round = 8;
-    constexpr std::size_t length = 40000;  // above the largest size class
     int next = (rank + 1) % size;
     std::int32_t after_next = (rank + 2) % size;
     for (int round = 0; round < rounds; ++round) {
@@ -1037,7 +1040,8 @@ int main(int argc, char** argv) {
   if (scenario == "all-pairs") self.all_pairs(20);
   else if (scenario == "sizes") self.sizes();
   else if (scenario == "forward") self.forwarding();
-  else if (scenario == "both-threads") self.both_threads(10);
+  else if (scenario == "both-threads") self.both_threads(10, 40000);  // above the largest class
+  else if (scenario == "crossing") self.both_threads(3, std::size_t{1} << 20);
   else if (scenario == "burst") self.burst(count);
   else if (scenario == "stream") self.stream(count);
   else if (scenario == "deferred") self.deferred_replies();

@@ -94,6 +94,14 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("interrupt")),
     scenario_name);
 
+// Both threads of every process sending more than a kernel socket holds,
+// each to a process whose own threads send to it at the same time.
+INSTANTIATE_TEST_SUITE_P(
+    crossing, transport_scenario,
+    ::testing::Combine(::testing::Values("crossing"), ::testing::Values(2, 3, 8),
+                       ::testing::Values(0, 1, 2), ::testing::Values("interrupt")),
+    scenario_name);
+
 // Between processes only: one process has no peer to hand the channel to
 // or to send its caller a request.
 INSTANTIATE_TEST_SUITE_P(
