@@ -120,7 +120,8 @@ struct job::connection {
   std::mutex write_mutex;
   std::string input;  // bytes read but not yet a whole frame
   steady_time last_heard = std::chrono::steady_clock::now();
-  bool open = true;
+  // Cleared by the monitor thread; read by any thread that broadcasts.
+  std::atomic<bool> open{true};
   bool said_bye = false;
   // A control message timed out, perhaps part-written: nothing more can
   // follow it (under write_mutex).
@@ -374,10 +375,24 @@ status job::start_fork(int nprocs) {
   shared_lines_ = lines;
   connections_.resize(nprocs);
   std::vector<int> child_ends(nprocs, -1);
+  // On a failure, the children started so far are killed and reaped, and
+  // the ends not handed to one are closed.
+  auto undo = [&](status error) {
+    for (int child = 1; child < nprocs; ++child) {
+      if (connections_[child] && connections_[child]->pid > 0) {
+        kill(connections_[child]->pid, SIGKILL);
+        waitpid(connections_[child]->pid, nullptr, 0);
+        connections_[child]->pid = -1;
+      }
+      if (child_ends[child] >= 0) close(child_ends[child]);
+      child_ends[child] = -1;
+    }
+    return error;
+  };
   for (int child = 1; child < nprocs; ++child) {
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
-      return errno_status("socketpair for process " + std::to_string(child));
+      return undo(errno_status("socketpair for process " + std::to_string(child)));
     connections_[child] = std::make_unique<connection>();
     connections_[child]->rank = child;
     connections_[child]->fd = pair[0];
@@ -388,11 +403,7 @@ status job::start_fork(int nprocs) {
   fflush(nullptr);
   for (int child = 1; child < nprocs; ++child) {
     pid_t pid = ::fork();
-    if (pid < 0) {
-      status error = errno_status("fork of process " + std::to_string(child));
-      for (int started = 1; started < child; ++started) kill(connections_[started]->pid, SIGKILL);
-      return error;
-    }
+    if (pid < 0) return undo(errno_status("fork of process " + std::to_string(child)));
     if (pid == 0) {
       // The child: keep only its own end, as connection [0] to process 0.
       rank_ = child;
@@ -423,6 +434,7 @@ status job::start_fork(int nprocs) {
     }
     connections_[child]->pid = pid;
     close(child_ends[child]);
+    child_ends[child] = -1;
   }
   return status::ok();
 }
@@ -527,10 +539,15 @@ status job::start_manual() {
 }
 
 status job::start_mpi() {
+  // Only the thread that starts the job calls MPI; the job's own threads
+  // (the monitor, the service thread) run beside it.
   int provided;
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS)
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
     return status(status_code::transport_error, "MPI_Init failed");
   mpi_initialized_ = true;
+  if (provided < MPI_THREAD_FUNNELED)
+    TMK_LOG(warn, "this MPI library runs one thread a process only (MPI_THREAD_FUNNELED not "
+                  "provided); tmk calls it from one thread but runs others beside it");
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   log_set_rank(rank_);
