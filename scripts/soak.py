@@ -72,7 +72,7 @@ def pick_program(rng, build):
             args = ["-n", str(rng.choice([4, 8, 16, 32])), "-i", str(rng.randrange(1, 5))]
         return [os.path.join(apps, app)] + args, "check: passed", 2, {}
     scenario = rng.choice(["all-pairs", "forward", "burst", "hand-back", "just-left-wait",
-                           "lent", "deferred", "caller-requests"])
+                           "lent", "deferred", "caller-requests", "both-threads", "crossing"])
     return [substrate, "--scenario", scenario], scenario + ": passed", 2, {}
 
 

@@ -12,6 +12,7 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -826,6 +827,7 @@ void job::start_monitor() {
   unwatch_mpi();
   if (size_ == 1 || monitor_.joinable()) return;
   monitor_ = std::thread([this] { monitor_loop(); });
+  pthread_setname_np(monitor_.native_handle(), "tmk-monitor");
 }
 
 status job::failure() const {
@@ -1183,6 +1185,7 @@ void job::watch_mpi(double seconds, const std::string& what) {
     fflush(stderr);
     _exit(1);
   });
+  pthread_setname_np(mpi_watch_.native_handle(), "tmk-mpi-watch");
 }
 
 void job::unwatch_mpi() {

@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -191,6 +192,9 @@ status transport::start(request_handler handler) {
     serving_scope serving;
     service_thread_exit();
   });
+  // Named for ps, top -H and debuggers (from here, so that it has its name
+  // before start returns).
+  pthread_setname_np(service_.native_handle(), "tmk-service");
   job_.set_watchdog(
       [this](steady_time now, double limit) { return stuck_handler(now, limit); });
   return status::ok();

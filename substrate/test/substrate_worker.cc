@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -618,7 +619,12 @@ struct worker {
   // a rung service thread gets that core only after the caller has looked
   // again many times; process 1 prints on standard error how many echoes
   // its calling thread served, for the test to check (none without
-  // doorbells).
+  // doorbells).  With starve_service, process 1's service thread (named
+  // tmk-service) runs as SCHED_IDLE: the kernel then never lets it take
+  // the core from the computing caller at its wake-up, which it did at
+  // times otherwise (0 or 1 of 20 on the caller in some runs beside
+  // other jobs), and only the caller can serve them soon.
+  bool starve_service = false;
   void serve_pending(int count) {
     if (size == 1 || rank > 1) return;
     op_header echo{op_echo, 0, 0, 0};
@@ -627,6 +633,16 @@ struct worker {
         wait(request(1, {as_bytes_of(echo)}, "echo"), "echo from a computing process 1");
       send_go(1, 1);
       return;
+    }
+    if (starve_service) {
+      std::vector<pid_t> service = threads_named("tmk-service");
+      if (service.size() != 1) {
+        fail("%zu threads named tmk-service, expected 1", service.size());
+        return;
+      }
+      sched_param none{};
+      if (sched_setscheduler(service[0], SCHED_IDLE, &none) != 0)
+        fail("sched_setscheduler(SCHED_IDLE) of the service thread: %s", strerror(errno));
     }
     auto start = std::chrono::steady_clock::now();
     while (go_count.load() == 0) {
@@ -745,27 +761,49 @@ struct worker {
   // Where this process's threads may run (TMK_BIND), once every process
   // has started its threads: each thread's allowed CPUs from /proc, the
   // distinct lists printed on standard error by every process.
+  // Calls visit with the /proc directory of every thread of this process.
+  template <typename visitor>
+  static void for_each_thread(visitor visit) {
+    if (DIR* tasks = opendir("/proc/self/task")) {
+      while (dirent* task = readdir(tasks))
+        if (task->d_name[0] != '.') visit(std::string("/proc/self/task/") + task->d_name);
+      closedir(tasks);
+    }
+  }
+
+  // The threads of this process whose name (comm) is name.
+  static std::vector<pid_t> threads_named(const char* name) {
+    std::vector<pid_t> found;
+    for_each_thread([&](const std::string& dir) {
+      FILE* comm = fopen((dir + "/comm").c_str(), "r");
+      if (comm == nullptr) return;
+      char line[64] = "";
+      if (fgets(line, sizeof line, comm) != nullptr) {
+        line[strcspn(line, "\n")] = '\0';
+        if (strcmp(line, name) == 0)
+          found.push_back(static_cast<pid_t>(atoi(dir.c_str() + dir.rfind('/') + 1)));
+      }
+      fclose(comm);
+    });
+    return found;
+  }
+
   void placement() {
     all_pairs(2);
     std::vector<std::string> lists;
-    if (DIR* tasks = opendir("/proc/self/task")) {
-      while (dirent* task = readdir(tasks)) {
-        if (task->d_name[0] == '.') continue;
-        std::string path = std::string("/proc/self/task/") + task->d_name + "/status";
-        FILE* status = fopen(path.c_str(), "r");
-        if (status == nullptr) continue;
-        char line[512];
-        while (fgets(line, sizeof line, status) != nullptr)
-          if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
-            std::string list = line + 18;
-            list.erase(0, list.find_first_not_of(" \t"));
-            list.erase(list.find_last_not_of(" \t\n") + 1);
-            if (std::find(lists.begin(), lists.end(), list) == lists.end()) lists.push_back(list);
-          }
-        fclose(status);
-      }
-      closedir(tasks);
-    }
+    for_each_thread([&](const std::string& dir) {
+      FILE* status = fopen((dir + "/status").c_str(), "r");
+      if (status == nullptr) return;
+      char line[512];
+      while (fgets(line, sizeof line, status) != nullptr)
+        if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
+          std::string list = line + 18;
+          list.erase(0, list.find_first_not_of(" \t"));
+          list.erase(list.find_last_not_of(" \t\n") + 1);
+          if (std::find(lists.begin(), lists.end(), list) == lists.end()) lists.push_back(list);
+        }
+      fclose(status);
+    });
     std::string joined;
     for (const auto& list : lists) joined += (joined.empty() ? "" : " ") + list;
     fprintf(stderr, "placement: process %d on %s\n", rank, joined.c_str());
@@ -993,7 +1031,7 @@ struct worker {
 };
 
 int usage(const char* why) {
-  fprintf(stderr, "substrate_worker: %s\nusage: substrate_worker --scenario NAME [--count K] -- -n N\n", why);
+  fprintf(stderr, "substrate_worker: %s\nusage: substrate_worker --scenario NAME [--count K] [--starve-service] -- -n N\n", why);
   return 2;
 }
 
@@ -1002,10 +1040,12 @@ int usage(const char* why) {
 int main(int argc, char** argv) {
   std::string scenario;
   int count = 2000;
+  bool starve_service = false;
   for (int at = 1; at < argc && std::string(argv[at]) != "--"; ++at) {
     std::string word = argv[at];
     if (word == "--scenario" && at + 1 < argc) scenario = argv[++at];
     else if (word == "--count" && at + 1 < argc) count = atoi(argv[++at]);
+    else if (word == "--starve-service") starve_service = true;
     else return usage(("unknown option " + word).c_str());
   }
   if (scenario.empty()) return usage("no scenario");
@@ -1059,7 +1099,10 @@ int main(int argc, char** argv) {
   else if (scenario == "unrung-idle") self.unrung(2, std::chrono::milliseconds(1300));
   else if (scenario == "cpu-latency") self.cpu_latency();
   else if (scenario == "placement") self.placement();
-  else if (scenario == "serve-pending") self.serve_pending(20);
+  else if (scenario == "serve-pending") {
+    self.starve_service = starve_service;
+    self.serve_pending(20);
+  }
   else if (scenario == "nudge") self.nudge(50, false);
   else if (scenario == "nudge-own-handler") self.nudge(50, true);
   else self.the_job->fatal("unknown scenario " + scenario);
