@@ -232,19 +232,19 @@ status sockets_transport::write_frame(connection& on, const std::vector<std::byt
 }
 
 status sockets_transport::wait_taking_in(int fd, int timeout_ms) {
-  bool request = serving_requests();
-  bool reply = !on_service_thread();
   pollfd fds[4];
   nfds_t count = 0;
   fds[count++] = {job_.failure_fd(), POLLIN, 0};
   if (fd >= 0) fds[count++] = {fd, POLLOUT, 0};
-  if (request) fds[count++] = {request_epoll_, POLLIN, 0};
-  if (reply) fds[count++] = {reply_epoll_, POLLIN, 0};
+  nfds_t request = serving_requests() ? count++ : 0;
+  if (request != 0) fds[request] = {request_epoll_, POLLIN, 0};
+  nfds_t reply = !on_service_thread() ? count++ : 0;
+  if (reply != 0) fds[reply] = {reply_epoll_, POLLIN, 0};
   int ready = poll(fds, count, timeout_ms);
   if (ready < 0 && errno != EINTR) return errno_status("poll");
   if (job_.failed()) return job_.failure();
-  if (request) take_in_ready(channel::request);
-  if (reply) take_in_ready(channel::reply);
+  if (request != 0 && (fds[request].revents & POLLIN) != 0) take_in_ready(channel::request);
+  if (reply != 0 && (fds[reply].revents & POLLIN) != 0) take_in_ready(channel::reply);
   return status::ok();
 }
 
