@@ -56,6 +56,11 @@ void causal_acquire() {}
 namespace {
 thread_local bool serving_flag = false;  // this thread owns the request channel
 thread_local bool service_flag = false;  // this thread is a transport's service thread
+// This calling thread holds the request channel (channel_hold), serving or
+// not; and it took in requests meanwhile, outside serving, that hand_back
+// must see handled.
+thread_local bool holding_flag = false;
+thread_local bool taken_in_holding_flag = false;
 
 struct serving_scope {
   serving_scope() { serving_flag = true; }
@@ -161,6 +166,10 @@ transport::~transport() {
 
 bool transport::serving_requests() { return serving_flag; }
 bool transport::on_service_thread() { return service_flag; }
+bool transport::holds_request_channel() { return serving_flag || holding_flag; }
+void transport::took_in_requests() {
+  if (!serving_flag) taken_in_holding_flag = true;
+}
 
 status transport::start(request_handler handler) {
   if (service_.joinable()) return status(status_code::invalid_argument, "already started");
@@ -1160,6 +1169,7 @@ bool transport::serve_while_waiting(channel_hold& hold) {
   if (config_.notify == notify_mode::poll || !service_.joinable()) return false;
   if (!hold.own.owns_lock()) {
     if (!hold.own.try_lock()) return false;
+    holding_flag = true;
     if (doorbells_) {
       word(bell_of(rank_).polled).store(1);
     } else {
@@ -1222,14 +1232,19 @@ void transport::hand_back(channel_hold& hold) {
         progress(channel::reply);
     }
     hold.served = false;
+    holding_flag = taken_in_holding_flag = false;
     hold.own.unlock();
     return;
   }
   mute_on_hold_ = hold.served || !core_per_process_ || signals_unarmed();
   while (true) {
     bool deaf = service_deaf_.exchange(false);
+    // Requests a send blocked outside serving took in (sockets) wait
+    // here, out of the kernel, where no event tells of them.
+    if (std::exchange(taken_in_holding_flag, false)) hold.served = true;
     if (deaf && !core_per_process_) {
       hold.muted = hold.served = false;
+      holding_flag = false;
       hold.own.unlock();
       nudged_.store(true);
       ring_event_fd(wake_fd_);
@@ -1245,12 +1260,14 @@ void transport::hand_back(channel_hold& hold) {
     }
     if (hold.muted || hold.served || deaf) listen_for_requests(true);
     hold.muted = hold.served = false;
+    holding_flag = false;
     hold.own.unlock();
     // The service thread may have woken (before the listening stopped, or
     // for a request that came after the last look) and gone deaf while this
     // thread held the lock.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (!service_deaf_.load() || !hold.own.try_lock()) return;
+    holding_flag = true;
   }
 }
 

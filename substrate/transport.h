@@ -224,6 +224,14 @@ class transport {
   // True on a service thread; every other thread that uses a transport is
   // its calling thread, the owner of the reply channel.
   static bool on_service_thread();
+  // True on a thread that holds the request channel, serving requests or
+  // not (a waiting caller keeps it between looks, and may run handlers of
+  // requests to the caller meanwhile).
+  static bool holds_request_channel();
+  // A backend that takes requests in out of the kernel without handling
+  // them, on a thread that holds the channel but does not serve now, says
+  // so: the thread handles them before it hands the channel back.
+  static void took_in_requests();
 
   // Calling thread, once every process has started its service thread:
   // opens a connection to every process's both channels and sends each

@@ -170,13 +170,10 @@ status sockets_transport::post(channel from, int peer, channel to, const wire_he
     if (!part.empty()) memcpy(at, part.data(), part.size());
     at += part.size();
   }
-  auto lost = [&](const std::string& why) {
-    return status(status_code::peer_lost, "process " + std::to_string(peer) + ": " + why, peer);
-  };
   {
     std::unique_lock lock(on.write_mutex);
     while (on.writing) {
-      if (!on.broken.empty()) return lost(on.broken);
+      if (!on.broken) return on.broken;
       if (from == channel::request || on.queued_bytes < queue_bound) {
         on.queued_bytes += frame.size();
         on.queued.push_back(std::move(frame));
@@ -187,18 +184,27 @@ status sockets_transport::post(channel from, int peer, channel to, const wire_he
       if (!waited) return waited;
       lock.lock();
     }
-    if (!on.broken.empty()) return lost(on.broken);
+    if (!on.broken) return on.broken;
     on.writing = true;
   }
   while (true) {
     status written = write_frame(on, frame);
+    if (!written && written.code() == status_code::peer_lost)
+      written = status(status_code::peer_lost,
+                       "process " + std::to_string(peer) + ": " + written.message(), peer);
+    // A frame cut short leaves nothing to read after it on the connection:
+    // unless the peer is gone or the job fails already (its monitor reports
+    // that), the job cannot go on.
+    if (!written && written.code() != status_code::peer_lost && !job_.failed())
+      job_.fatal("sockets substrate: writing to process " + std::to_string(peer) + ": " +
+                 written.message());
     std::lock_guard lock(on.write_mutex);
     if (!written) {
-      on.broken = written.message();
+      on.broken = written;
       on.queued.clear();
       on.queued_bytes = 0;
       on.writing = false;
-      return written.code() == status_code::peer_lost ? lost(on.broken) : written;
+      return written;
     }
     if (on.queued.empty()) {
       on.writing = false;
@@ -236,14 +242,17 @@ status sockets_transport::wait_taking_in(int fd, int timeout_ms) {
   nfds_t count = 0;
   fds[count++] = {job_.failure_fd(), POLLIN, 0};
   if (fd >= 0) fds[count++] = {fd, POLLOUT, 0};
-  nfds_t request = serving_requests() ? count++ : 0;
+  nfds_t request = holds_request_channel() ? count++ : 0;
   if (request != 0) fds[request] = {request_epoll_, POLLIN, 0};
   nfds_t reply = !on_service_thread() ? count++ : 0;
   if (reply != 0) fds[reply] = {reply_epoll_, POLLIN, 0};
   int ready = poll(fds, count, timeout_ms);
   if (ready < 0 && errno != EINTR) return errno_status("poll");
   if (job_.failed()) return job_.failure();
-  if (request != 0 && (fds[request].revents & POLLIN) != 0) take_in_ready(channel::request);
+  if (request != 0 && (fds[request].revents & POLLIN) != 0) {
+    take_in_ready(channel::request);
+    took_in_requests();
+  }
   if (reply != 0 && (fds[reply].revents & POLLIN) != 0) take_in_ready(channel::reply);
   return status::ok();
 }
@@ -258,8 +267,9 @@ void sockets_transport::take_in(connection& from, channel which) {
     into.resize(old_size + 65536);
     ssize_t got = recv(from.fd, into.data() + old_size, 65536, MSG_DONTWAIT);
     into.resize(old_size + (got > 0 ? got : 0));
-    if (got == 0) {
-      // Closed: the job's monitor tells whether that is a loss.
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      // Closed or reset (an error epoll would report for ever): the job's
+      // monitor tells whether that is a loss.
       from.open = false;
       epoll_ctl(event_fd(which), EPOLL_CTL_DEL, from.fd, nullptr);
       break;

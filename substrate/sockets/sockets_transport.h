@@ -20,7 +20,11 @@
 // while another thread writes on that connection is queued for that
 // thread to write after its own, never waited for; and a calling thread
 // waits for another writer only while more than a bound is queued, taking
-// in its own channel meanwhile.
+// in its own channel meanwhile.  "Owns": the calling thread owns the reply
+// channel, and the request channel while it holds it (serving requests or
+// not).  What is taken in so is bounded only by what the peers send while
+// the write waits; the request channel's queue by the replies and
+// forwards its thread makes meanwhile.
 #pragma once
 
 #include <deque>
@@ -60,7 +64,7 @@ class sockets_transport final : public transport {
     bool writing = false;
     std::deque<std::vector<std::byte>> queued;
     std::size_t queued_bytes = 0;
-    std::string broken;
+    status broken;  // not ok once a write failed: nothing more goes out
     // Reading, by the owner of the channel it delivers to: bytes read and
     // not yet handled; those read while its frames are being handled (by a
     // handler blocked in a write) wait in spill.

@@ -53,6 +53,8 @@ enum op : std::uint32_t {
   op_go = 9,          // one-way: the sender's deferred request may be answered
   op_caller = 10,     // as op_echo, to the calling thread (send_request_to_caller)
   op_stuck = 11,      // the handler never returns
+  op_caller_push = 12,  // to the calling thread: send the requester `a` bytes of
+                        // pattern(c) as one op_count, then reply empty
 };
 
 struct op_header {
@@ -234,6 +236,17 @@ struct worker {
           fail("a request to the calling thread was handled by the service thread");
         ++caller_served;
         echo_back(incoming, op_caller, body);
+        break;
+      }
+      case op_caller_push: {
+        if (std::this_thread::get_id() != calling_thread || transport::serving_requests())
+          fail("a request to the calling thread was handled by the service thread");
+        std::vector<std::byte> pushed(static_cast<std::size_t>(header.a));
+        fill_pattern(pushed, header.c);
+        op_header count{op_count, 0, 0, header.c};
+        status sent = link->send_one_way(incoming.origin, {as_bytes_of(count), pushed});
+        if (!sent) the_job->fatal_lost(sent, "pushing to the caller's requester");
+        link->reply(incoming.token(), {});
         break;
       }
       default:
@@ -902,6 +915,40 @@ struct worker {
     }
   }
 
+  // Requests to the calling thread whose handlers send the requester more
+  // than a kernel socket holds: every process asks the next one's caller
+  // for 16 MiB, at once, rounds times.  A waiting caller may hold its
+  // process's request channel while it runs such a handler (in about one
+  // handler in six here), and then every process's caller may be writing
+  // to a request channel that no thread of its process reads but one
+  // blocked in a write.  Each process then asks the previous one whether
+  // everything it pushed came.
+  void caller_push(int rounds) {
+    if (size == 1) return;
+    constexpr std::int32_t length = 16 << 20;
+    int next = (rank + 1) % size;
+    int previous = (rank + size - 1) % size;
+    std::uint64_t expected = 0;
+    for (int round = 0; round < rounds; ++round) {
+      // What this process pushes to the previous one, asked by it.
+      auto seed = static_cast<std::uint32_t>(rank * 100 + round);
+      std::vector<std::byte> body(static_cast<std::size_t>(length));
+      expected += fill_pattern(body, seed) ^ seed;
+      // Long enough for the service threads to fall asleep: a caller takes
+      // the channel only from a sleeping one.
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      op_header ask{op_caller_push, length, 0, static_cast<std::uint32_t>(next * 100 + round)};
+      auto id = link->send_request_to_caller(next, {as_bytes_of(ask)});
+      if (!id) the_job->fatal("request to the caller: " + id.error().message());
+      // Interruptible, as a lock's or a barrier's wait: the caller takes
+      // the request channel at its 4th look and keeps it while it spins.
+      reply_payload reply;
+      status waited = link->wait_reply_interruptible(*id, reply);
+      if (!waited) the_job->fatal_lost(waited, "waiting for the next process's push");
+    }
+    check_counted(previous, rounds, expected, "pushed");
+  }
+
   // The last process dies while every other waits on it.
   void killed() {
     int victim = size - 1;
@@ -1089,6 +1136,7 @@ int main(int argc, char** argv) {
   else if (scenario == "hand-back") self.hand_back(20);
   else if (scenario == "just-left-wait") self.just_left_wait(10);
   else if (scenario == "caller-requests") self.caller_requests(6);
+  else if (scenario == "caller-push") self.caller_push(2);
   else if (scenario == "killed") self.killed();
   else if (scenario == "killed-streaming") self.killed_while_streaming();
   else if (scenario == "stopped-at-finish") self.stopped_at_finish();

@@ -106,7 +106,8 @@ INSTANTIATE_TEST_SUITE_P(
 // or to send its caller a request.
 INSTANTIATE_TEST_SUITE_P(
     interrupt_peers, transport_scenario,
-    ::testing::Combine(::testing::Values("hand-back", "caller-requests", "just-left-wait", "unrung"),
+    ::testing::Combine(::testing::Values("hand-back", "caller-requests", "caller-push", "just-left-wait",
+                                         "unrung"),
                        ::testing::Values(2, 3, 4, 8),
                        ::testing::Values(0, 1, 2), ::testing::Values("interrupt")),
     scenario_name);
