@@ -12,7 +12,9 @@
 #include <malloc.h>
 #include <poll.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 // The sanitizers' allocators export it (GCC ships no header declaring it).
@@ -627,36 +629,29 @@ struct worker {
   // Echoes that reach process 1 while its caller computes outside any
   // wait, entering the substrate only to serve what is pending
   // (serve_pending, as the runtime does at each fault): process 0 sends
-  // them one after another, then a go that ends process 1's loop.  With
-  // every thread of process 1 on one core (the test sets TMK_BIND=core),
-  // a rung service thread gets that core only after the caller has looked
-  // again many times; process 1 prints on standard error how many echoes
-  // its calling thread served, for the test to check (none without
-  // doorbells).  With starve_service, process 1's service thread (named
-  // tmk-service) runs as SCHED_IDLE: the kernel then never lets it take
-  // the core from the computing caller at its wake-up, which it did at
-  // times otherwise (0 or 1 of 20 on the caller in some runs beside
-  // other jobs), and only the caller can serve them soon.
-  bool starve_service = false;
+  // them one after another, then a go that ends process 1's loop; process
+  // 1 prints on standard error how many echoes its calling thread served,
+  // for the test to check (none without doorbells).  With park_service,
+  // process 1's service thread (named tmk-service) is held, once asleep,
+  // in a signal handler until the echoes are done: a thread rung that
+  // does not get the core, deterministically, so that only the caller can
+  // serve them (every one, with doorbells).  Process 0 starts once it is
+  // held (a go).  Starved instead (SCHED_IDLE on the caller's core), the
+  // service thread still got the core at times and served every echo
+  // after it (0 of 20 on the caller in about one run in ten under ctest).
+  bool park_service = false;
   void serve_pending(int count) {
     if (size == 1 || rank > 1) return;
     op_header echo{op_echo, 0, 0, 0};
     if (rank == 0) {
+      await_count(go_count, 0, "waiting for process 1 to compute");
       for (int i = 0; i < count; ++i)
         wait(request(1, {as_bytes_of(echo)}, "echo"), "echo from a computing process 1");
       send_go(1, 1);
       return;
     }
-    if (starve_service) {
-      std::vector<pid_t> service = threads_named("tmk-service");
-      if (service.size() != 1) {
-        fail("%zu threads named tmk-service, expected 1", service.size());
-        return;
-      }
-      sched_param none{};
-      if (sched_setscheduler(service[0], SCHED_IDLE, &none) != 0)
-        fail("sched_setscheduler(SCHED_IDLE) of the service thread: %s", strerror(errno));
-    }
+    bool parked = park_service && park_service_thread();
+    send_go(0, 0);
     auto start = std::chrono::steady_clock::now();
     while (go_count.load() == 0) {
       if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "computing");
@@ -666,10 +661,48 @@ struct worker {
         break;
       }
     }
+    if (parked) sem_post(&service_release);
     if (echoes_served.load() != count)
       fail("%d echoes served, %d sent", echoes_served.load(), count);
     fprintf(stderr, "serve-pending: %d of %d echoes served by the calling thread\n",
             echoes_on_caller.load(), count);
+  }
+
+  // Holds this process's service thread in on_park (SIGUSR2) once it
+  // sleeps, until service_release is posted.
+  static inline sem_t service_release;
+  static inline std::atomic<bool> service_parked{false};
+  static void on_park(int) {
+    service_parked.store(true);
+    while (sem_wait(&service_release) != 0) {
+    }
+  }
+  bool park_service_thread() {
+    std::vector<pid_t> service = threads_named("tmk-service");
+    if (service.size() != 1) {
+      fail("%zu threads named tmk-service, expected 1", service.size());
+      return false;
+    }
+    if (!await_sleeping(service[0])) return false;
+    sem_init(&service_release, 0, 0);
+    struct sigaction park {};
+    park.sa_handler = on_park;
+    park.sa_flags = SA_RESTART;
+    sigemptyset(&park.sa_mask);
+    sigaction(SIGUSR2, &park, nullptr);
+    if (syscall(SYS_tgkill, getpid(), service[0], SIGUSR2) != 0) {
+      fail("tgkill of the service thread: %s", strerror(errno));
+      return false;
+    }
+    auto start = std::chrono::steady_clock::now();
+    while (!service_parked.load()) {
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5)) {
+        fail("the service thread did not take SIGUSR2 within 5 s");
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return true;
   }
 
   // Nudges (transport.cc, nudge_peers): process 0 sends process 1 echoes
@@ -785,6 +818,26 @@ struct worker {
   }
 
   // The threads of this process whose name (comm) is name.
+  // Waits until thread (of this process) sleeps, sleeping meanwhile so
+  // that it can run to its sleep; fails after 5 s.
+  bool await_sleeping(pid_t thread) {
+    std::string path = "/proc/self/task/" + std::to_string(thread) + "/stat";
+    auto start = std::chrono::steady_clock::now();
+    while (true) {
+      FILE* stat = fopen(path.c_str(), "r");
+      char line[512] = "";
+      bool read = stat != nullptr && fgets(line, sizeof line, stat) != nullptr;
+      if (stat != nullptr) fclose(stat);
+      const char* state = read ? strrchr(line, ')') : nullptr;  // "pid (comm) S ..."
+      if (state != nullptr && state[1] == ' ' && state[2] == 'S') return true;
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5)) {
+        fail("thread %d not asleep after 5 s (%s)", thread, read ? line : "no stat");
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
   static std::vector<pid_t> threads_named(const char* name) {
     std::vector<pid_t> found;
     for_each_thread([&](const std::string& dir) {
@@ -1078,7 +1131,7 @@ struct worker {
 };
 
 int usage(const char* why) {
-  fprintf(stderr, "substrate_worker: %s\nusage: substrate_worker --scenario NAME [--count K] [--starve-service] -- -n N\n", why);
+  fprintf(stderr, "substrate_worker: %s\nusage: substrate_worker --scenario NAME [--count K] [--park-service] -- -n N\n", why);
   return 2;
 }
 
@@ -1087,12 +1140,12 @@ int usage(const char* why) {
 int main(int argc, char** argv) {
   std::string scenario;
   int count = 2000;
-  bool starve_service = false;
+  bool park_service = false;
   for (int at = 1; at < argc && std::string(argv[at]) != "--"; ++at) {
     std::string word = argv[at];
     if (word == "--scenario" && at + 1 < argc) scenario = argv[++at];
     else if (word == "--count" && at + 1 < argc) count = atoi(argv[++at]);
-    else if (word == "--starve-service") starve_service = true;
+    else if (word == "--park-service") park_service = true;
     else return usage(("unknown option " + word).c_str());
   }
   if (scenario.empty()) return usage("no scenario");
@@ -1148,7 +1201,7 @@ int main(int argc, char** argv) {
   else if (scenario == "cpu-latency") self.cpu_latency();
   else if (scenario == "placement") self.placement();
   else if (scenario == "serve-pending") {
-    self.starve_service = starve_service;
+    self.park_service = park_service;
     self.serve_pending(20);
   }
   else if (scenario == "nudge") self.nudge(50, false);
