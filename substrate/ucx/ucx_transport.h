@@ -19,9 +19,11 @@
 //        follows by rendezvous under its own tag.
 // Both send from a pool of registered send buffers (the header and the
 // payload must outlive the send: UCX 1.13 cannot copy the header), except
-// where the am path's send completes at once from the caller's memory, or
-// the calling thread sends more than a segment: it waits for that send to
-// complete instead (post_direct).
+// on the am path: a send that completes at once goes from the sender's
+// memory; the calling thread waits for a longer send to complete instead
+// (post_direct); the service thread's longer sends are packed by UCX from
+// the sender's memory as far as they go at once, the rest copied
+// (post_gathered).
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -87,6 +89,8 @@ class ucx_transport final : public transport {
   status post_direct(worker_state& worker, ucp_ep_h ep, int peer, channel to,
                      const wire_header& header, std::span<ucp_dt_iov_t> iov,
                      std::size_t payload_length);
+  status post_gathered(worker_state& worker, ucp_ep_h ep, int peer, channel to,
+                       const wire_header& header, parts payload, std::size_t payload_length);
   status post_am(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
                  std::size_t length);
   status post_tag(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
@@ -130,6 +134,7 @@ class ucx_transport final : public transport {
   // 6.9 ms against 6.0 copied, on 8 19.2 against 17.8; medians of 15) and
   // changed nothing in another (BENCHMARKS.md, substrate notes).
   std::size_t lend_maximum_ = 0;
+  ucp_datatype_t gather_datatype_ = 0;  // packs from a send's parts (post_gathered)
   bool closing_ = false;  // the destructor runs: nothing more is lent
   ucp_context_h context_ = nullptr;
   bool doorbell_ready_ = false;  // the context suits doorbells (open_workers)
