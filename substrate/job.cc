@@ -42,7 +42,7 @@ enum control_type : std::uint32_t {
   control_bye = 5,        // the sender called finish with this status
   control_fin = 6,        // every process called finish
   control_abort = 7,      // "rank text": a process stopped the job
-  control_lost = 8,       // "rank text": process 0 lost a process
+  control_lost = 8,       // "rank text": a process was lost (from process 0, or to it from one that found it)
   control_refused = 9,    // "text": process 0 turned this connection away
 };
 
@@ -986,6 +986,13 @@ void job::handle_message(connection& from, std::uint32_t type, const std::string
           die(1);
         }
       } else {
+        // From a process that found the loss itself (fatal_lost): process 0
+        // tells the others.
+        if (rank_ == 0 && !failed()) {
+          for (auto& to : connections_)
+            if (to && to->rank != from.rank && to->rank != about && to->open)
+              send_control(*to, control_lost, payload);
+        }
         record_failure(about, text);
       }
       break;
@@ -1078,6 +1085,17 @@ void job::fatal_lost(const status& lost, const std::string& during) {
   if (dying_.exchange(true))
     while (true) pause();
   log_message(log_level::error, "%s, during %s", lost.message().c_str(), during.c_str());
+  // Unless told, process 0 could take this process's exit for the cause
+  // (seen: "lost process 1: it exited with status 1 without Tmk_exit"
+  // from process 0 when process 1 found process 2's sockets closed first).
+  if (!failed() && lost.peer() >= 0 && lost.peer() != rank_) {
+    std::uint32_t about = static_cast<std::uint32_t>(lost.peer());
+    std::string payload(reinterpret_cast<const char*>(&about), 4);
+    broadcast(control_lost,
+              payload + "was found gone by process " + std::to_string(rank_) + " (" +
+                  lost.message() + ")",
+              lost.peer(), std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  }
   die(1);
 }
 

@@ -112,7 +112,10 @@ class job {
   // process, and exits non-zero.  Safe from any thread; does not return.
   [[noreturn]] void fatal(const std::string& message);
   // A wait that ended because a peer was lost: prints which peer, why, and
-  // what this process was doing, then exits non-zero.
+  // what this process was doing, then exits non-zero.  A loss this process
+  // found itself (a connection closed), before the job heard of it, is
+  // told to the others first (through process 0), so that they name the
+  // lost process rather than this one, which exits.
   [[noreturn]] void fatal_lost(const status& lost, const std::string& during);
 
   // Collective end: returns once every process has called finish; the

@@ -189,9 +189,6 @@ status sockets_transport::post(channel from, int peer, channel to, const wire_he
   }
   while (true) {
     status written = write_frame(on, frame);
-    if (!written && written.code() == status_code::peer_lost)
-      written = status(status_code::peer_lost,
-                       "process " + std::to_string(peer) + ": " + written.message(), peer);
     // A frame cut short leaves nothing to read after it on the connection:
     // unless the peer is gone or the job fails already (its monitor reports
     // that), the job cannot go on.
@@ -228,7 +225,8 @@ status sockets_transport::write_frame(connection& on, const std::vector<std::byt
     }
     if (errno == EINTR) continue;
     if (errno == EPIPE || errno == ECONNRESET)
-      return status(status_code::peer_lost, "connection closed by peer");
+      return status(status_code::peer_lost,
+                    "process " + std::to_string(on.peer) + ": connection closed by peer", on.peer);
     if (errno != EAGAIN && errno != EWOULDBLOCK) return errno_status("send");
     // The reader at the other end has not read what came before.
     status waited = wait_taking_in(on.fd, 1000);
