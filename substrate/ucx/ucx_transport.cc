@@ -49,7 +49,7 @@ status ucx_status(const std::string& what, ucs_status_t code) {
   return status(status_code::transport_error, what + ": " + ucs_status_string(code));
 }
 
-// What UCX packs a gathered send's payload from (gathering_datatype): the
+// What UCX packs a gathered send's payload from (gather_datatype_): the
 // sender's parts while ucp_am_send_nbx runs, the copy of them in its send
 // buffer once the send outlives the call.
 struct gather_source {
@@ -759,14 +759,15 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
       // 0.431 against 0.460, and a stream of 4 KiB messages ran at 29 GB/s
       // against 23 (`pingpong`, 5 alternated runs, medians).  UCX takes
       // each fragment that finds room in the receiver's FIFO before it
-      // returns, so a wait is for a receiver that is behind.  The service
-      // thread's messages are gathered instead (post_gathered): waiting
-      // for room, it would serve nothing meanwhile (progress would run
-      // handlers inside the one sending, or, inside UCX's callback, read
-      // the same message again), and a handler waiting so while it holds
-      // the runtime's lock, with its own caller, who empties this
-      // process's FIFO, waiting for that lock, could wait for ever on
-      // another process doing the same.
+      // returns, so a wait is for a receiver that is behind.  Messages
+      // from the request channel (its handlers') never wait: they are
+      // gathered (post_gathered) or, below gather_minimum, copied into a
+      // send buffer.  Waiting for room, a handler would serve nothing
+      // meanwhile (progress would run handlers inside the one sending,
+      // or, inside UCX's callback, read the same message again), and a
+      // handler waiting so while it holds the runtime's lock, with its
+      // own caller, who empties this process's FIFO, waiting for that
+      // lock, could wait for ever on another process doing the same.
       if (from == channel::reply)
         return post_direct(worker, *ep, peer, to, header, {iov, count}, payload_length);
     }
@@ -789,11 +790,12 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
 }
 
 // Sends without waiting and, where UCX finds room at once, without a copy:
-// UCX packs the payload straight from the sender's parts (the gathering
-// datatype) into the receiver's FIFO.  A send that outlives the call has
-// its parts copied into its send buffer before this returns, and UCX packs
-// what is left from there: only this thread progresses this worker, so
-// nothing is packed between the call's return and the copy.  The header
+// UCX packs the payload straight from the sender's parts (gather_pack)
+// into the receiver's FIFO.  A send that outlives the call has its parts
+// copied into its send buffer before this returns, and UCX packs what is
+// left from there: the worker is progressed only by the thread holding
+// the request channel, the one sending, so nothing is packed between the
+// call's return and the copy.  The header
 // goes in the send buffer first, as UCX 1.13 reads it until the send
 // completes.  pingpong, whose server replies from the service thread, 9
 // runs alternated with the copying build: 4 KiB round trips 0.781 us
