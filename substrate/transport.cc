@@ -61,6 +61,14 @@ thread_local bool service_flag = false;  // this thread is a transport's service
 // must see handled.
 thread_local bool holding_flag = false;
 thread_local bool taken_in_holding_flag = false;
+// This calling thread sent while it held the request channel outside
+// serving, and did not finish those sends there (send_and_finish): the
+// wait that held it finishes them once it has let go (wait_until_done).
+thread_local bool unfinished_holding_flag = false;
+
+// A calling thread that holds the request channel outside serving, in a
+// wait, where it runs the handlers of requests to the caller.
+bool holding_outside_serving() { return holding_flag && !serving_flag; }
 
 struct serving_scope {
   serving_scope() { serving_flag = true; }
@@ -706,6 +714,8 @@ status transport::send(channel from, int peer, channel to, message_kind kind, in
   header.sequence = sequence;
   if (!rung) header.reserved[1] |= unrung_flag;
   if (!counted) header.reserved[1] |= uncounted_flag;
+  // The backend does not wait for room then (ucx post): see send_and_finish.
+  if (from == channel::reply && holding_outside_serving()) unfinished_holding_flag = true;
   // A request the caller will wait for may hold back its ring for a
   // moment (owe_ring), in case a caller at peer takes the channel and
   // serves it first.  Rung at once, the woken service thread took a core
@@ -978,13 +988,24 @@ status transport::reply_uncounted(const reply_token& to, parts payload) {
 
 // A send left in flight by the calling thread would stall until it next
 // enters the substrate, which may be much later: it is finished now.
+//
+// Not while this thread holds the request channel outside serving: a send
+// waiting for room in a process whose caller does the same, both holding
+// their channels, would wait for ever, as nobody drained either request
+// channel (UCX: caller-push with every handler run holding the channel,
+// stopped by the watchdog).  The wait that holds it finishes them once it
+// has let go.
 status transport::send_and_finish(int peer, channel to, message_kind kind, int origin,
                                   std::uint32_t sequence, parts payload, bool counted) {
   channel from = serving_requests() ? channel::request : channel::reply;
   if (from == channel::reply && !owed_rings_.empty()) ring_owed(true);  // see send
   status sent = send(from, peer, to, kind, origin, sequence, payload, true, counted);
-  if (sent && from == channel::reply) sent = flush_channel(channel::reply);
+  if (sent && from == channel::reply) sent = finish_or_owe();
   return sent;
+}
+
+status transport::finish_or_owe() {
+  return holding_outside_serving() ? status::ok() : flush_channel(channel::reply);
 }
 
 // Process 0 arriving at its own barrier, a lock manager granting its own
@@ -1044,7 +1065,7 @@ status transport::forward(const incoming_request& request, int peer, parts paylo
 
 status transport::flush() {
   ring_owed(true);
-  return flush_channel(channel::reply);
+  return finish_or_owe();
 }
 
 status transport::wait_reply(request_id id, reply_payload& reply) {
@@ -1352,7 +1373,11 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
   struct hold_scope {
     transport& self;
     channel_hold hold;
-    ~hold_scope() { self.hand_back(hold); }
+    ~hold_scope() {
+      self.hand_back(hold);
+      // A failure here is the job's, and every later wait reports it.
+      if (std::exchange(unfinished_holding_flag, false)) (void)self.flush_channel(channel::reply);
+    }
   } holding{*this, {std::unique_lock(request_lock_, std::defer_lock)}};
   // Every so many rounds the caller serves the requests that came to this
   // process (serve_while_waiting), a progress of the request worker each

@@ -329,6 +329,9 @@ class transport {
   virtual int event_fd(channel which) const = 0;
   // Waits until every send the calling thread's channel started completes.
   virtual status flush_channel(channel which) = 0;
+  // flush_channel(channel::reply), or, on a caller holding the request
+  // channel outside serving, owed to the end of its wait.
+  status finish_or_owe();
   // Called on the service thread before it exits.
   virtual void service_thread_exit() {}
   // Whether this process rings doorbells and sleeps on its own (see ring):

@@ -55,8 +55,9 @@ enum op : std::uint32_t {
   op_go = 9,          // one-way: the sender's deferred request may be answered
   op_caller = 10,     // as op_echo, to the calling thread (send_request_to_caller)
   op_stuck = 11,      // the handler never returns
-  op_caller_push = 12,  // to the calling thread: send the requester `a` bytes of
-                        // pattern(c) as one op_count, then reply empty
+  op_caller_push = 12,  // to the calling thread: send the requester (or, b > 0,
+                        // process b - 1) `a` bytes of pattern(c) as one
+                        // op_count, then reply empty
 };
 
 struct op_header {
@@ -105,6 +106,7 @@ struct worker {
     queries.erase(query);
   }
   std::atomic<int> deferred_count{0};
+  std::atomic<int> pushes_holding{0};  // op_caller_push handlers run holding the request channel
   std::atomic<int> echoes_served{0};
   std::atomic<int> echoes_on_caller{0};
   int deferred_answered = 0;  // compute thread only
@@ -243,10 +245,12 @@ struct worker {
       case op_caller_push: {
         if (std::this_thread::get_id() != calling_thread || transport::serving_requests())
           fail("a request to the calling thread was handled by the service thread");
+        if (transport::holds_request_channel()) pushes_holding.fetch_add(1);
         std::vector<std::byte> pushed(static_cast<std::size_t>(header.a));
         fill_pattern(pushed, header.c);
         op_header count{op_count, 0, 0, header.c};
-        status sent = link->send_one_way(incoming.origin, {as_bytes_of(count), pushed});
+        int to = header.b > 0 ? header.b - 1 : incoming.origin;
+        status sent = link->send_one_way(to, {as_bytes_of(count), pushed});
         if (!sent) the_job->fatal_lost(sent, "pushing to the caller's requester");
         link->reply(incoming.token(), {});
         break;
@@ -1002,6 +1006,47 @@ struct worker {
     check_counted(previous, rounds, expected, "pushed");
   }
 
+  // Two callers, each holding its process's request channel in a wait,
+  // run handlers of requests to the caller that push more than a FIFO or a
+  // socket holds to each other's request channel: processes 0 and 1 wait
+  // for an answer process 2 defers, long enough to hold their channels
+  // (the test sets a spin window longer than the wait, so that neither
+  // hands its channel back to sleep); then process 2 asks each caller to
+  // push 16 MiB to the other.  Nobody else drains either request channel
+  // (the service threads wait for it): a holding caller must not wait for
+  // room there.  Through UCX it did, and both waited for ever.  Each
+  // checks that its handler ran holding the channel and that the other
+  // counted what it pushed.
+  void holding_push() {
+    if (size < 3 || rank > 2) return;
+    constexpr std::int32_t length = 16 << 20;
+    if (rank == 2) {
+      await_count(deferred_count, 1, "waiting for processes 0 and 1 to wait");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::vector<request_id> asked;
+      for (int pusher : {0, 1}) {
+        op_header ask{op_caller_push, length, (1 - pusher) + 1, static_cast<std::uint32_t>(pusher)};
+        auto id = link->send_request_to_caller(pusher, {as_bytes_of(ask)});
+        if (!id) the_job->fatal("request to the caller: " + id.error().message());
+        asked.push_back(*id);
+      }
+      for (request_id id : asked) wait(id, "a push's end");
+      answer_deferred(false);
+      answer_deferred(false);
+      return;
+    }
+    op_header hold{op_defer, rank, 0, 0};
+    request_id id = request(2, {as_bytes_of(hold)}, "a deferred answer");
+    reply_payload reply;
+    status waited = link->wait_reply_interruptible(id, reply);
+    if (!waited) the_job->fatal_lost(waited, "waiting while pushing");
+    if (pushes_holding.load() != 1)
+      fail("%d of 1 push ran holding the request channel", pushes_holding.load());
+    std::vector<std::byte> body(static_cast<std::size_t>(length));
+    auto seed = static_cast<std::uint32_t>(rank);
+    check_counted(1 - rank, 1, fill_pattern(body, seed) ^ seed, "pushed");
+  }
+
   // The last process dies while every other waits on it.
   void killed() {
     int victim = size - 1;
@@ -1190,6 +1235,7 @@ int main(int argc, char** argv) {
   else if (scenario == "just-left-wait") self.just_left_wait(10);
   else if (scenario == "caller-requests") self.caller_requests(6);
   else if (scenario == "caller-push") self.caller_push(2);
+  else if (scenario == "holding-push") self.holding_push();
   else if (scenario == "killed") self.killed();
   else if (scenario == "killed-streaming") self.killed_while_streaming();
   else if (scenario == "stopped-at-finish") self.stopped_at_finish();

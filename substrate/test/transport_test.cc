@@ -284,6 +284,29 @@ TEST(transport_serve_pending, a_computing_caller_serves_what_its_service_thread_
   }
 }
 
+// Two callers holding their request channels, each running a handler that
+// pushes 16 MiB to the other's request channel (substrate_worker.cc,
+// holding_push): through UCX both waited for room until the watchdog
+// stopped them.  A spin window longer than the scenario keeps each caller
+// holding its channel instead of handing it back to sleep; the peer
+// timeout of 5 s lets the watchdog stop a wait for ever within 10 s.
+class transport_holding_push : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(transport_holding_push, callers_holding_their_channels_push_to_each_other) {
+  auto [nprocs, backend_index] = GetParam();
+  program_result result =
+      run_worker("holding-push", nprocs, backends[backend_index], "interrupt",
+                 {{"TMK_WAIT_SPIN_US", "1000000"}, {"TMK_PEER_TIMEOUT", "5"}});
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  EXPECT_NE(result.out.find("holding-push: passed on " + std::to_string(nprocs) + " processes"),
+            std::string::npos)
+      << describe(result);
+  EXPECT_FALSE(result.stragglers) << "processes outlived the job";
+}
+
+INSTANTIATE_TEST_SUITE_P(all, transport_holding_push,
+                         ::testing::Combine(::testing::Values(3, 4), ::testing::Values(0, 1, 2)));
+
 // Nudges: the counts process 0 of the nudge scenarios prints.
 struct nudge_counts {
   long computing = -1;

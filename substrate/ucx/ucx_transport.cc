@@ -93,6 +93,20 @@ ucs_status_t gather_unpack(void*, size_t, const void*, size_t) { return UCS_ERR_
 
 void gather_finish(void*) {}
 
+// A message's payload copied into its send buffer, after the header.
+void copy_after_header(std::byte* data, std::initializer_list<byte_span> payload) {
+  std::byte* at = data + sizeof(wire_header);
+  for (const auto& part : payload) {
+    if (!part.empty()) memcpy(at, part.data(), part.size());
+    at += part.size();
+  }
+}
+
+status no_send_buffer(std::size_t total) {
+  return status(status_code::exhausted,
+                "no memory for a send buffer of " + std::to_string(total) + " bytes");
+}
+
 struct large_announcement {
   std::uint64_t length;
   std::uint32_t id;
@@ -720,9 +734,19 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
   worker_state& worker = state(from);
   auto ep = endpoint(worker, peer, to);
   if (!ep) return ep.error();
+  // A thread that holds the request channel never waits for a receiver:
+  // the service thread, and a caller holding it in a wait, where it runs
+  // the handlers of requests to the caller.  Such a caller waiting for
+  // room in a process whose caller did the same, each pushing more than a
+  // FIFO holds to the other's request channel, waited for ever: nobody
+  // drained either request worker (the service threads wait for the
+  // channel, and a waiting sender progresses only its own worker; seen
+  // with caller-push on 2 processes, every handler run holding the
+  // channel: the watchdog stopped it after 60 s).
+  const bool never_wait = from == channel::request || holds_request_channel();
   // Only the caller's worker: progress on the request worker would run
   // request handlers inside the handler that is sending.
-  if (from == channel::reply) {
+  if (!never_wait) {
     status drained = drain(channel::reply, max_caller_in_flight - 1);
     if (!drained) return drained;
   }
@@ -760,31 +784,25 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
       // against 23 (`pingpong`, 5 alternated runs, medians).  UCX takes
       // each fragment that finds room in the receiver's FIFO before it
       // returns, so a wait is for a receiver that is behind.  Messages
-      // from the request channel (its handlers') never wait: they are
-      // gathered (post_gathered) or, below gather_minimum, copied into a
-      // send buffer.  Waiting for room, a handler would serve nothing
+      // from a thread that holds the request channel (never_wait) are
+      // gathered instead (post_gathered) or, below gather_minimum, copied
+      // into a send buffer.  Waiting for room, a handler would serve nothing
       // meanwhile (progress would run handlers inside the one sending,
       // or, inside UCX's callback, read the same message again), and a
       // handler waiting so while it holds the runtime's lock, with its
       // own caller, who empties this process's FIFO, waiting for that
       // lock, could wait for ever on another process doing the same.
-      if (from == channel::reply)
+      if (!never_wait)
         return post_direct(worker, *ep, peer, to, header, {iov, count}, payload_length);
     }
-    if (from == channel::request && gather_datatype_ != 0 && payload_length >= gather_minimum)
+    if (never_wait && gather_datatype_ != 0 && payload_length >= gather_minimum)
       return post_gathered(worker, *ep, peer, to, header, payload, payload_length);
   }
   send_buffer* buffer = take_send_buffer(worker, total);
-  if (buffer == nullptr)
-    return status(status_code::exhausted, "no memory for a send buffer of " +
-                                              std::to_string(total) + " bytes");
+  if (buffer == nullptr) return no_send_buffer(total);
   buffer->ring_peer = to == channel::request ? peer : -1;
   memcpy(buffer->data, &header, sizeof header);
-  std::byte* at = buffer->data + sizeof header;
-  for (const auto& part : payload) {
-    if (!part.empty()) memcpy(at, part.data(), part.size());
-    at += part.size();
-  }
+  copy_after_header(buffer->data, payload);
   if (config_.ucx_path == ucx_data_path::am) return post_am(worker, *ep, to, buffer, total);
   return post_tag(worker, *ep, to, buffer, total);
 }
@@ -795,20 +813,17 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
 // copied into its send buffer before this returns, and UCX packs what is
 // left from there: the worker is progressed only by the thread holding
 // the request channel, the one sending, so nothing is packed between the
-// call's return and the copy.  The header
-// goes in the send buffer first, as UCX 1.13 reads it until the send
-// completes.  pingpong, whose server replies from the service thread, 9
-// runs alternated with the copying build: 4 KiB round trips 0.781 us
-// against 0.819, 8 KiB 0.992 against 1.068, 16 KiB (in fragments) 4.99
-// against 5.24 (medians).
+// call's return and the copy.  The header goes in the send buffer first,
+// as UCX 1.13 reads it until the send completes.  pingpong, whose server
+// replies from the service thread, 9 runs alternated with the copying
+// build: 4 KiB round trips 0.781 us against 0.819, 8 KiB 0.992 against
+// 1.068, 16 KiB (in fragments) 4.99 against 5.24 (medians).
 status ucx_transport::post_gathered(worker_state& worker, ucp_ep_h ep, int peer, channel to,
                                     const wire_header& header, parts payload,
                                     std::size_t payload_length) {
   std::size_t total = sizeof header + payload_length;
   send_buffer* buffer = take_send_buffer(worker, total);
-  if (buffer == nullptr)
-    return status(status_code::exhausted, "no memory for a send buffer of " +
-                                              std::to_string(total) + " bytes");
+  if (buffer == nullptr) return no_send_buffer(total);
   buffer->ring_peer = to == channel::request ? peer : -1;
   memcpy(buffer->data, &header, sizeof header);
   buffer->gather = {payload_length, payload.begin(), payload.size(), nullptr};
@@ -821,21 +836,26 @@ status ucx_transport::post_gathered(worker_state& worker, ucp_ep_h ep, int peer,
   params.flags = UCP_AM_SEND_FLAG_EAGER;
   void* request =
       ucp_am_send_nbx(ep, am_id, buffer->data, sizeof header, &buffer->gather, 1, &params);
+  if (UCS_PTR_IS_PTR(request)) {
+    copy_after_header(buffer->data, payload);
+    buffer->gather.copied = buffer->data + sizeof header;
+    buffer->gather.parts = nullptr;
+  }
+  return sent_from(worker, buffer, request, "ucp_am_send_nbx");
+}
+
+// What a send from buffer became: done (the buffer back to the pool),
+// failed, or in flight until on_send_done.
+status ucx_transport::sent_from(worker_state& worker, send_buffer* buffer, void* request,
+                                const char* call) {
   if (request == nullptr) {
     return_send_buffer(worker, buffer);
     return status::ok();
   }
   if (UCS_PTR_IS_ERR(request)) {
     return_send_buffer(worker, buffer);
-    return ucx_status("ucp_am_send_nbx", UCS_PTR_STATUS(request));
+    return ucx_status(call, UCS_PTR_STATUS(request));
   }
-  std::byte* at = buffer->data + sizeof header;
-  for (const auto& part : payload) {
-    if (!part.empty()) memcpy(at, part.data(), part.size());
-    at += part.size();
-  }
-  buffer->gather.copied = buffer->data + sizeof header;
-  buffer->gather.parts = nullptr;
   went_in_flight(worker, buffer);
   return status::ok();
 }
@@ -855,16 +875,7 @@ status ucx_transport::post_am(worker_state& worker, ucp_ep_h ep, channel, send_b
   void* request = ucp_am_send_nbx(ep, am_id, buffer->data, sizeof(wire_header),
                                   buffer->data + sizeof(wire_header),
                                   length - sizeof(wire_header), &params);
-  if (request == nullptr) {
-    return_send_buffer(worker, buffer);
-    return status::ok();
-  }
-  if (UCS_PTR_IS_ERR(request)) {
-    return_send_buffer(worker, buffer);
-    return ucx_status("ucp_am_send_nbx", UCS_PTR_STATUS(request));
-  }
-  went_in_flight(worker, buffer);
-  return status::ok();
+  return sent_from(worker, buffer, request, "ucp_am_send_nbx");
 }
 
 status ucx_transport::post_tag(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
@@ -880,17 +891,8 @@ status ucx_transport::post_tag(worker_state& worker, ucp_ep_h ep, channel to, se
     }
     params.cb.send = &ucx_transport::on_send_done;
     params.user_data = release;
-    void* request = ucp_tag_send_nbx(ep, data, bytes, tag, &params);
-    if (request == nullptr) {
-      return_send_buffer(worker, release);
-      return status::ok();
-    }
-    if (UCS_PTR_IS_ERR(request)) {
-      return_send_buffer(worker, release);
-      return ucx_status("ucp_tag_send_nbx", UCS_PTR_STATUS(request));
-    }
-    went_in_flight(worker, release);
-    return status::ok();
+    return sent_from(worker, release, ucp_tag_send_nbx(ep, data, bytes, tag, &params),
+                     "ucp_tag_send_nbx");
   };
 
   int size_class = size_class_of(length);
@@ -904,7 +906,7 @@ status ucx_transport::post_tag(worker_state& worker, ucp_ep_h ep, channel to, se
   send_buffer* announce = take_send_buffer(worker, announce_length);
   if (announce == nullptr) {
     return_send_buffer(worker, buffer);
-    return status(status_code::exhausted, "no memory for a send buffer");
+    return no_send_buffer(announce_length);
   }
   wire_header header;
   memcpy(&header, buffer->data, sizeof header);

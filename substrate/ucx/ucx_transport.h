@@ -86,6 +86,7 @@ class ucx_transport final : public transport {
   send_buffer* take_send_buffer(worker_state& worker, std::size_t length);
   void return_send_buffer(worker_state& worker, send_buffer* buffer);
   void went_in_flight(worker_state& worker, send_buffer* buffer);
+  status sent_from(worker_state& worker, send_buffer* buffer, void* request, const char* call);
   status post_direct(worker_state& worker, ucp_ep_h ep, int peer, channel to,
                      const wire_header& header, std::span<ucp_dt_iov_t> iov,
                      std::size_t payload_length);
