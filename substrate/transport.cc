@@ -1375,8 +1375,10 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
     channel_hold hold;
     ~hold_scope() {
       self.hand_back(hold);
-      // A failure here is the job's, and every later wait reports it.
-      if (std::exchange(unfinished_holding_flag, false)) (void)self.flush_channel(channel::reply);
+      // Not in a wait inside one that still holds the channel; a failure
+      // here is the job's, and every later wait reports it.
+      if (!holding_outside_serving() && std::exchange(unfinished_holding_flag, false))
+        (void)self.flush_channel(channel::reply);
     }
   } holding{*this, {std::unique_lock(request_lock_, std::defer_lock)}};
   // Every so many rounds the caller serves the requests that came to this
