@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
-#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -821,7 +820,6 @@ struct worker {
     }
   }
 
-  // The threads of this process whose name (comm) is name.
   // Waits until thread (of this process) sleeps, sleeping meanwhile so
   // that it can run to its sleep; fails after 5 s.
   bool await_sleeping(pid_t thread) {
@@ -842,6 +840,7 @@ struct worker {
     }
   }
 
+  // The threads of this process whose name (comm) is name.
   static std::vector<pid_t> threads_named(const char* name) {
     std::vector<pid_t> found;
     for_each_thread([&](const std::string& dir) {
