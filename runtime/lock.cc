@@ -85,7 +85,8 @@ void node::push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t s
   std::uint32_t count = 0;
   std::size_t count_offset = grant.size();
   grant.reserve(sizeof count);
-  std::size_t budget = max_grant_push_bytes;
+  // Half the largest message at most, the rest for the grant's notices.
+  std::size_t budget = std::min(max_grant_push_bytes, message_limit_ / 2);
   if (acquirer != rank_)
     for (std::uint32_t page : subscribed_) {
       page_extra* entry = extras_.find(page);

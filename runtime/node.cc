@@ -49,6 +49,10 @@ node::node(job& owner, std::unique_ptr<transport> link, const runtime_config& co
       print_statistics_(statistics),
       page_size_(config.page_size),
       npages_(static_cast<std::uint32_t>(config.shared_size / config.page_size)),
+      message_limit_(link_->config().max_message),
+      fetch_limit_(static_cast<std::uint32_t>(std::clamp<std::size_t>(
+          (message_limit_ - std::min(message_limit_, message_overhead)) / reply_bytes_per_page(),
+          1, 2 * std::size_t{config.prefetch_pages}))),
       notices_(owner.size(), nullptr),
       extras_(static_cast<std::uint32_t>(config.shared_size / config.page_size)),
       first_write_reach_(config.prefetch_pages),
@@ -115,6 +119,13 @@ void node::startup(int argc, char** argv) {
   owner->start_monitor();
 
   the_node = new node(*owner, std::move(*created), *config, options->statistics);
+  // Every message the runtime makes is divided to fit but one page's.
+  std::size_t one_page = node::message_overhead + the_node->reply_bytes_per_page();
+  if (substrate->max_message < one_page)
+    owner->fatal("Tmk_startup: TMK_MAX_MESSAGE=" + std::to_string(substrate->max_message) +
+                 " bytes cannot carry a page of " + std::to_string(config->page_size) +
+                 " bytes (TMK_PAGE_SIZE): a message with one page and its diffs takes up to " +
+                 std::to_string(one_page) + " bytes");
   status mapped = the_node->map_region();
   if (!mapped) owner->fatal("Tmk_startup: " + mapped.message());
   if (the_node->rank_ == 0) {

@@ -418,6 +418,13 @@ class node {
   // writer, page, first and last interval, the bytes (pushed_entry_bytes
   // and the diff's own).
   static constexpr std::size_t pushed_entry_bytes = 20;
+  // The most one page takes in a fetch's reply, with what labels it: its
+  // copy with the versions of every writer (a page reply), or one diff of
+  // it (a diff reply: a writer's diffs of a page it alone wrote are merged
+  // into one); and the most a reply, or a message of pushed diffs, takes
+  // besides its pages.
+  std::size_t reply_bytes_per_page() const;
+  static constexpr std::size_t message_overhead = 64;
   void put_pushed(message_writer& message, std::uint32_t page, const sealed_diff& diff) const;
   // Returns, per writer, the pages this process stops taking its pushes of.
   // keep_read_only: a read-only copy brought up to date stays mapped (at a
@@ -459,6 +466,11 @@ class node {
   bool print_statistics_;
   std::size_t page_size_;
   std::uint32_t npages_;
+  // The largest message the substrate takes (TMK_MAX_MESSAGE): a fetch
+  // asks for no more pages than its reply can carry (fetch_limit_), and a
+  // barrier's pushes to a reader go in as many messages as they fill.
+  std::size_t message_limit_;
+  std::uint32_t fetch_limit_;
   std::byte* shared_base_ = nullptr;   // the application view
   std::byte* runtime_view_ = nullptr;  // the same memory, always read-write
   int memfd_ = -1;

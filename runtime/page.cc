@@ -368,9 +368,12 @@ void node::validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool
       if (!joins(prev)) break;
       passed.push_back(prev);
     }
+    // Those nearest the faulting page, as many as a reply carries with it.
+    passed.resize(std::min<std::size_t>(passed.size(), fetch_limit_ - 1));
     if (trail) batch.insert(batch.begin(), passed.rbegin(), passed.rend());
   }
-  for (std::uint32_t next = page + 1; next < npages_ && next - page < config_.prefetch_pages;
+  for (std::uint32_t next = page + 1; next < npages_ && next - page < config_.prefetch_pages &&
+                                      batch.size() < fetch_limit_;
        ++next) {
     if (held(next)) continue;
     if (!joins(next)) break;
@@ -825,6 +828,16 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
     }
   }
   reply(request.token(), answer);
+}
+
+std::size_t node::reply_bytes_per_page() const {
+  // A page reply's: served, the copy's length and bytes, the count of
+  // versions and one (process, interval) pair per process at most.  A
+  // diff reply's: the count, the first and last interval, the length and
+  // the diff.
+  std::size_t copy = 1 + 4 + page_size_ + 4 + 8 * static_cast<std::size_t>(nprocs_);
+  std::size_t diff = 4 + 4 + 4 + 4 + diff_max_bytes(page_size_);
+  return std::max(copy, diff);
 }
 
 // Process 0's copy of a page: sealed first if its twin holds writes of a
