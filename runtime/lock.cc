@@ -99,7 +99,7 @@ void node::push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t s
       // A page's diffs all or none: the acquirer applies none of a part.
       std::size_t bytes = 0;
       for (const auto& diff : entry->diffs)
-        if (diff.last > saw) bytes += diff.bytes.size();
+        if (diff.last > saw) bytes += diff.bytes.size() + pushed_entry_bytes;
       if (bytes > budget) continue;
       budget -= bytes;
       for (const auto& diff : entry->diffs) {

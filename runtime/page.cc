@@ -592,57 +592,92 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
     return;
   }
 
+  struct up_to {
+    std::uint32_t page;
+    std::int32_t writer;
+    std::uint32_t interval;
+  };
+  std::vector<up_to> received_up_to;  // once every diff asked for is here
+  for (int writer : writers)
+    for (const auto& ask : asks[writer]) received_up_to.push_back({ask.page, writer, ask.to});
   std::string what = "fetching diffs of page " + std::to_string(faulted);
   lock.unlock();
-  std::vector<request_id> ids;
-  for (int writer : writers) {
-    message_writer request(message_type::diff_request);
-    request.put<std::uint32_t>(faulted);  // the others come along
-    request.put<std::uint32_t>(static_cast<std::uint32_t>(asks[writer].size()));
-    for (const auto& ask : asks[writer]) {
-      request.put<std::uint32_t>(ask.page);
-      request.put<std::uint32_t>(ask.from);
-      request.put<std::uint32_t>(ask.to);
-      request.put<std::uint32_t>(ask.alone ? diff_ask_merge : 0);
-    }
-    ids.push_back(send_request(writer, request, what));
-  }
-  counters_.diff_requests.fetch_add(writers.size(), std::memory_order_relaxed);
-  allocate(holes);
-  std::vector<reply_payload> replies(ids.size());
-  await_all(ids, replies, what);
-  lock.lock();
-
+  // A writer's reply may answer its first ranges only, the last of them
+  // perhaps cut (see handle_diff_request): the rest is asked for again, of
+  // every such writer at once, until every range is answered.  Nothing is
+  // applied before: the diffs of all writers go in together, in order.
   struct received {
     std::uint32_t page;
-    std::uint64_t order;
     std::int32_t writer;
+    std::uint32_t first, last;
     std::span<const std::byte> bytes;
+    std::uint64_t order = 0;  // see below
   };
   std::vector<received> diffs;
-  for (std::size_t w = 0; w < writers.size(); ++w) {
-    int writer = writers[w];
-    message_reader reader(replies[w].bytes());
-    if (reader.type() != message_type::diff_reply ||
-        reader.take<std::uint32_t>() != asks[writer].size())
-      protocol_failure("malformed diff reply from process " + std::to_string(writer));
-    for (const auto& ask : asks[writer]) {
-      std::uint32_t count = reader.take<std::uint32_t>();
-      std::uint32_t newest = ask.to;
-      for (std::uint32_t k = 0; k < count && reader.ok(); ++k) {
-        std::uint32_t first = reader.take<std::uint32_t>();
-        std::uint32_t last = reader.take<std::uint32_t>();
-        auto bytes = reader.get_bytes();
-        if (!reader.ok() || first <= ask.from || first > last || !diff_valid(bytes, page_size_))
-          protocol_failure("process " + std::to_string(writer) + " sent a bad diff of page " +
-                           std::to_string(ask.page));
-        const interval_record* record = intervals_.find(writer, first);
-        diffs.push_back({ask.page, record ? vector_time_sum(record->time) : 0, writer, bytes});
-        newest = std::max(newest, last);
+  std::vector<reply_payload> replies;
+  bool allocated = false;
+  for (std::uint32_t asked_for = faulted; !writers.empty(); asked_for = npages_) {
+    std::vector<request_id> ids;
+    for (int writer : writers) {
+      message_writer request(message_type::diff_request);
+      request.put<std::uint32_t>(asked_for);  // the others come along
+      request.put<std::uint32_t>(static_cast<std::uint32_t>(asks[writer].size()));
+      for (const auto& ask : asks[writer]) {
+        request.put<std::uint32_t>(ask.page);
+        request.put<std::uint32_t>(ask.from);
+        request.put<std::uint32_t>(ask.to);
+        request.put<std::uint32_t>(ask.alone ? diff_ask_merge : 0);
       }
-      if (!reader.ok()) protocol_failure("malformed diff reply from process " + std::to_string(writer));
-      progress_of(extra(ask.page), writer).applied = newest;
+      ids.push_back(send_request(writer, request, what));
     }
+    counters_.diff_requests.fetch_add(writers.size(), std::memory_order_relaxed);
+    if (!allocated) allocate(holes);
+    allocated = true;
+    std::size_t kept = replies.size();
+    replies.resize(kept + ids.size());
+    await_all(ids, std::span(replies).subspan(kept), what);
+    std::vector<int> unanswered;
+    for (std::size_t w = 0; w < writers.size(); ++w) {
+      int writer = writers[w];
+      std::string bad = "malformed diff reply from process " + std::to_string(writer);
+      message_reader reader(replies[kept + w].bytes());
+      bool is_reply = reader.type() == message_type::diff_reply;
+      std::uint32_t answered = reader.take<std::uint32_t>();
+      std::uint32_t cut = reader.take<std::uint32_t>();
+      std::vector<wanted>& rest = asks[writer];
+      if (!is_reply || answered == 0 || answered > rest.size() ||
+          cut > 1)
+        protocol_failure(bad);
+      for (std::uint32_t a = 0; a < answered; ++a) {
+        wanted& ask = rest[a];
+        std::uint32_t count = reader.take<std::uint32_t>();
+        for (std::uint32_t k = 0; k < count && reader.ok(); ++k) {
+          std::uint32_t first = reader.take<std::uint32_t>();
+          std::uint32_t last = reader.take<std::uint32_t>();
+          auto bytes = reader.get_bytes();
+          if (!reader.ok() || first <= ask.from || first > last || !diff_valid(bytes, page_size_))
+            protocol_failure("process " + std::to_string(writer) + " sent a bad diff of page " +
+                             std::to_string(ask.page));
+          diffs.push_back({ask.page, writer, first, last, bytes});
+          ask.from = last;
+        }
+        if (!reader.ok() || (cut != 0 && a + 1 == answered && (count == 0 || ask.from >= ask.to)))
+          protocol_failure(bad);
+      }
+      rest.erase(rest.begin(), rest.begin() + answered - cut);
+      if (!rest.empty()) unanswered.push_back(writer);
+    }
+    writers = std::move(unanswered);
+  }
+  lock.lock();
+
+  for (const auto& [page, writer, interval] : received_up_to)
+    progress_of(extra(page), writer).applied = interval;
+  for (auto& diff : diffs) {
+    const interval_record* record = intervals_.find(diff.writer, diff.first);
+    diff.order = record ? vector_time_sum(record->time) : 0;
+    writer_progress& progress = progress_of(extra(diff.page), diff.writer);
+    progress.applied = std::max(progress.applied, diff.last);
   }
   std::stable_sort(diffs.begin(), diffs.end(), [](const received& a, const received& b) {
     if (a.page != b.page) return a.page < b.page;
@@ -767,8 +802,16 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
         (range.flags & ~diff_ask_merge) != 0)
       return reject(request, "malformed diff request");
   }
+  // The ranges answered, from the first, and whether the last of them is
+  // cut (its later diffs left for the asker's next request): one reply
+  // carries no more than TMK_MAX_MESSAGE takes, and the diffs of a page
+  // made in many intervals can take more (a lock-step writer's 30 half
+  // pages, 134 KB; see fetch_diffs).  A diff alone always fits (start-up
+  // refuses a smaller limit), so every reply carries one at least.
   message_writer answer(message_type::diff_reply);
-  answer.put<std::uint32_t>(asked);
+  std::size_t head = answer.size();
+  answer.reserve(2 * sizeof(std::uint32_t));
+  std::uint32_t answered = 0, cut = 0;
   {
     std::lock_guard lock(mutex_);
     for (const auto& range : ranges) {
@@ -789,12 +832,22 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
       if (page_extra* entry = extras_.find(range.page))
         for (const auto& diff : entry->diffs)
           if (asked_for(range, diff)) bytes += diff.bytes.size() + 12;
-    answer.room_for(bytes + 4 * ranges.size());
+    answer.room_for(std::min(bytes + 4 * ranges.size(), message_limit_));
+    auto fits = [&](std::size_t more) {
+      return answer.size() + more + message_overhead <= message_limit_;
+    };
     for (const auto& range : ranges) {
       std::uint32_t page = range.page;
       std::uint32_t count = 0;
+      if (!fits(sizeof count)) break;
       std::size_t count_offset = answer.size();
       answer.reserve(sizeof count);
+      auto put_diff = [&](std::uint32_t first, std::uint32_t last, std::span<const std::byte> diff) {
+        answer.put<std::uint32_t>(first);
+        answer.put<std::uint32_t>(last);
+        answer.put_bytes(diff);
+        ++count;
+      };
       if (page_extra* entry = extras_.find(page)) {
         auto wanted = [&](const sealed_diff& diff) { return asked_for(range, diff); };
         if ((range.flags & diff_ask_merge) != 0 &&
@@ -810,23 +863,28 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
           merged_.clear();
           if (!diff_merge(merge_parts_, page_size_, merged_))
             job_.fatal("a diff kept for page " + std::to_string(page) + " is malformed");
-          answer.put<std::uint32_t>(first);
-          answer.put<std::uint32_t>(last);
-          answer.put_bytes(merged_);
-          count = 1;
+          if (fits(12 + merged_.size())) put_diff(first, last, merged_);
         } else {
           for (const auto& diff : entry->diffs)
             if (wanted(diff)) {
-              answer.put<std::uint32_t>(diff.first);
-              answer.put<std::uint32_t>(diff.last);
-              answer.put_bytes(diff.bytes);
-              ++count;
+              if (!fits(12 + diff.bytes.size())) break;
+              put_diff(diff.first, diff.last, diff.bytes);
             }
         }
+        if (count == 0 && std::any_of(entry->diffs.begin(), entry->diffs.end(), wanted)) {
+          answer.buffer().resize(count_offset);  // left whole for the next request
+          break;
+        }
+        cut = count > 0 && (range.flags & diff_ask_merge) == 0 &&
+              std::count_if(entry->diffs.begin(), entry->diffs.end(), wanted) > count;
       }
       memcpy(answer.buffer().data() + count_offset, &count, sizeof count);
+      ++answered;
+      if (cut != 0) break;
     }
   }
+  memcpy(answer.buffer().data() + head, &answered, sizeof answered);
+  memcpy(answer.buffer().data() + head + sizeof answered, &cut, sizeof cut);
   reply(request.token(), answer);
 }
 

@@ -511,19 +511,26 @@ TEST(api_faults, a_fault_outside_the_shared_region_is_an_ordinary_crash) {
 // a fault asks for as many pages as one reply carries (16 whole pages
 // take 66 kB), and a barrier's pushes to a reader (80 kB on 2 processes)
 // go in as many messages as they fill.  The job used to stop at its
-// first fetch, and with fetches cut to fit, at its first push.  With
-// pages of 64 KiB, a reply of one page and its labels needs 73816 bytes:
-// TMK_MAX_MESSAGE=64K is refused at start-up, 80K runs.
+// first fetch, and with fetches cut to fit, at its first push.  A
+// writer's diffs of a page made over many intervals can fill more than
+// one reply too (merged-diffs: page B's 30 diffs of alternate words, 134
+// kB, to a reader that lacks two writers' and so gets them unmerged):
+// the reply answers what fits and the reader asks again for the rest.
+// With pages of 64 KiB, a reply of one page and its labels needs 73816
+// bytes: TMK_MAX_MESSAGE=64K is refused at start-up, 80K runs.
 TEST(api_limits, the_runtime_divides_its_messages_to_fit_the_largest_allowed) {
   for (const char* substrate : {"ucx", "sockets"})
-    for (int nprocs : {2, 3}) {
-      program_result result =
-          run_worker("barriers", nprocs, substrate, {}, {{"TMK_MAX_MESSAGE", "64K"}});
-      EXPECT_EQ(result.exit_code, 0) << substrate << " " << nprocs << "\n" << describe(result);
-      EXPECT_NE(result.out.find("barriers: passed on " + std::to_string(nprocs) + " processes"),
-                std::string::npos)
-          << substrate << " " << nprocs << "\n" << describe(result);
-    }
+    for (const char* scenario : {"barriers", "merged-diffs"})
+      for (int nprocs : {2, 3, 4}) {
+        program_result result =
+            run_worker(scenario, nprocs, substrate, {}, {{"TMK_MAX_MESSAGE", "64K"}});
+        std::string what = std::string(substrate) + " " + scenario + " " + std::to_string(nprocs);
+        EXPECT_EQ(result.exit_code, 0) << what << "\n" << describe(result);
+        EXPECT_NE(result.out.find(std::string(scenario) + ": passed on " + std::to_string(nprocs) +
+                                  " processes"),
+                  std::string::npos)
+            << what << "\n" << describe(result);
+      }
   program_result large = run_worker("barriers", 2, "ucx", {},
                                     {{"TMK_PAGE_SIZE", "65536"}, {"TMK_MAX_MESSAGE", "80K"}});
   EXPECT_EQ(large.exit_code, 0) << describe(large);
