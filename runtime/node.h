@@ -369,6 +369,7 @@ class node {
 
   // Intervals (consistency.cc).
   void close_interval();
+  bool extends_last_interval(std::span<const std::uint32_t> written);
   // Pages this process could read that a notice invalidates are protected
   // from the application, except, with still_mapped: they are listed
   // there, invalid but still mapped as they were (a writable one with its

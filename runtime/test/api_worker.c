@@ -99,6 +99,58 @@ static void release_acquire(void) {
   finish("release-acquire");
 }
 
+/* A lock taken again and again by the process that released it last, with
+ * no one else asking (a work queue served locally): its critical sections
+ * add no interval after the first, however many there are, and every
+ * write in them reaches the next process to take the lock.  Process 0
+ * makes 300 critical sections, each writing a counter and a slot of the
+ * page; process 1 takes the lock and reads them (its fetch of the page's
+ * diff seals it); process 0 makes 300 more, of which the first adds an
+ * interval (the writes after the seal are new to process 1: without it,
+ * process 1 would read its copy of the first 300); process 1 reads again.
+ * (The first 300 may add none: the memset before the first barrier left
+ * the page twinned and listed.) */
+static void lock_again_sections(int from, int count) {
+  unsigned long before = Tmk_stat.intervals;
+  int section;
+  for (section = from; section < from + count; section++) {
+    Tmk_lock_acquire(3);
+    shared_ints[0] = section;
+    shared_ints[(section - 1) % 64 + 1] = section;
+    Tmk_lock_release(3);
+  }
+  check(Tmk_stat.intervals - before <= 1, "intervals added by the critical sections (at most)",
+        (long)(Tmk_stat.intervals - before), 1);
+}
+
+static void lock_again_read(int last) {
+  int slot;
+  Tmk_lock_acquire(3);
+  for (slot = 0; slot <= 64; slot++) {
+    int expected = slot == 0 ? last : slot + (last - slot) / 64 * 64;
+    check(shared_ints[slot] == expected, "a slot written under the lock", shared_ints[slot], expected);
+  }
+  Tmk_lock_release(3);
+}
+
+static void lock_again(void) {
+  unsigned reader = Tmk_nprocs > 1 ? 1 : 0;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc(PAGE_WORDS * sizeof(int));
+    memset(shared_ints, 0, PAGE_WORDS * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  if (Tmk_proc_id == 0) lock_again_sections(1, 300);
+  Tmk_barrier(1);
+  if (Tmk_proc_id == reader) lock_again_read(300);
+  Tmk_barrier(2);
+  if (Tmk_proc_id == 0) lock_again_sections(301, 300);
+  Tmk_barrier(3);
+  if (Tmk_proc_id == reader) lock_again_read(600);
+  finish("lock-again");
+}
+
 /* Locks anywhere in the id range (the test sets TMK_MAX_LOCKS to 2^30):
  * ids at the edges of the runtime's table of lock states and beyond it,
  * each guarding a counter on a page of its own, taken by every process in
@@ -1337,7 +1389,12 @@ static int transfers_of(unsigned p) {
 
 /* Random transfers under locks, one in eight nested inside an outer lock
  * that the other processes queue for, with no barrier (run with a small
- * TMK_GC_THRESHOLD, garbage is collected all the while). */
+ * TMK_GC_THRESHOLD, garbage is collected all the while).  A pause of 20 us
+ * after each transfer keeps the processes' transfers going at the same
+ * time, so that the locks go from one to another: garbage grows with those
+ * hand-offs (a lock taken again where it was released adds no interval).
+ * Without it, on 2 processes, the first to start made most of its
+ * transfers before the other began: 6-40 hand-offs, 0-28 collections. */
 static void transfer_under_locks(long *counter, int counters, int groups) {
   unsigned state = seed * 31 + Tmk_proc_id, nesting = seed * 7 + Tmk_proc_id;
   int step;
@@ -1346,6 +1403,7 @@ static void transfer_under_locks(long *counter, int counters, int groups) {
     if (nested) Tmk_lock_acquire(groups);
     random_transfer(counter, counters, groups, &state);
     if (nested) Tmk_lock_release(groups);
+    usleep(20);
   }
 }
 
@@ -1921,6 +1979,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "merged-diffs") == 0) merged_diffs();
   else if (strcmp(scenario, "lock-pushes") == 0) lock_pushes();
   else if (strcmp(scenario, "lock-ids") == 0) lock_ids();
+  else if (strcmp(scenario, "lock-again") == 0) lock_again();
   else if (strcmp(scenario, "whole-and-diffs") == 0) whole_and_diffs();
   else if (strcmp(scenario, "twins-kept") == 0) twins_kept();
   else if (strcmp(scenario, "working-set") == 0) working_set();
