@@ -2,7 +2,10 @@
 //
 // Every process closes its interval and sends process 0 its vector time and
 // the intervals of its own that process 0 has not had from it; when all n
-// have arrived, process 0 answers each with the intervals it lacks.  Cost:
+// have arrived, process 0 answers each with the intervals it lacks.  (Where
+// they do not fit in TMK_MAX_MESSAGE, an arriver sends the first of its
+// own ahead, and a departure says where to ask for the rest: put_intervals
+// and read_intervals.)  Cost:
 // 2(n-1) messages plus one to itself, and one from each writer to each
 // reader of the diffs it pushes (push_diffs).  Process 0's calling thread
 // handles the arrivals, in its own wait at the barrier: nobody can leave
@@ -41,6 +44,12 @@ void node::barrier(unsigned id) {
 std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const char* call) {
   std::unique_lock lock(mutex_);
   close_interval();
+  std::string what = kind == barrier_kind::user ? std::string(call) + "(" + std::to_string(id) + ")"
+                     : kind == barrier_kind::exit ? std::string(call)
+                                                  : std::string(call) + "(garbage collection)";
+  // Process 0 holds its own intervals; another's that take more than half
+  // the largest message go ahead of its arrival, the rest in it.
+  if (rank_ != 0) send_intervals_ahead(lock, message_limit_ / 2, what);
   // This thread's alone: barrier_round runs on the calling thread, and
   // again inside its wait (a collection's barriers) only once this
   // arrival has gone out.
@@ -53,7 +62,7 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   memcpy(at, time_.data(), time_.size() * 4);
   vector_time& sent = arrival_sent_;  // under mutex_, used up before it is let go
   sent = time_;
-  sent[rank_] = barrier_sent_;
+  if (rank_ != 0) sent[rank_] = barrier_sent_;
   if (!intervals_.encode(arrival, sent, time_)) protocol_failure("own interval missing");
   barrier_sent_ = time_[rank_];
   direct_pushes direct;
@@ -62,9 +71,6 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   } else {
     arrival.put_words({});  // pushed to nobody
   }
-  std::string what = kind == barrier_kind::user ? std::string(call) + "(" + std::to_string(id) + ")"
-                     : kind == barrier_kind::exit ? std::string(call)
-                                                  : std::string(call) + "(garbage collection)";
   lock.unlock();
   // Out of mutex_: a send of more than a segment waits for its reader to
   // take it in, whose handler may need this process's service thread.
@@ -91,6 +97,8 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   std::uint64_t heap_break = reader.take<std::uint64_t>();
   if (!reader.ok() || (kind != barrier_kind::user && pushed_here != 0))
     protocol_failure(what + ": malformed departure");
+  std::vector<interval_record> records;
+  if (!read_intervals(reader, records, lock, what)) protocol_failure(what + ": malformed departure");
   learn_heap_break(heap_break);
   // Only a user barrier's: a collection's barriers may run inside its wait,
   // before its pushes are due.
@@ -104,7 +112,7 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
     });
   }
   std::vector<std::uint32_t> still_mapped;
-  if (!incorporate(reader, &still_mapped)) protocol_failure(what + ": malformed departure");
+  if (!incorporate(records, &still_mapped)) protocol_failure(what + ": malformed departure");
   if (!reader.ok() || reader.remaining() != 0) protocol_failure(what + ": malformed departure");
   std::vector<std::vector<std::uint32_t>> unread =
       apply_pushed(nullptr, still_mapped, true, direct_here);
@@ -209,7 +217,8 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
         departure.put<std::uint32_t>(collections_announced_);
         departure.put<std::uint32_t>(episode.direct[process]);
         departure.put<std::uint64_t>(known_heap_break());
-        if (!intervals_.encode(departure, episode.times[process], newest))
+        std::size_t room = message_limit_ - message_overhead - departure.size() - intervals_mark_bytes();
+        if (!put_intervals(departure, episode.times[process], newest, room))
           protocol_failure("barrier " + std::to_string(id) + ": an interval is missing");
       }
       if (waits_for_program(kind)) barrier_waiting_ -= nprocs_;
@@ -237,6 +246,36 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
     for (std::size_t i = 0; i < departing; ++i)
       if ((departures[i].first.origin == rank_) == own)
         reply(departures[i].first, std::move(departures[i].second));
+}
+
+// Under mutex_ (let go while each part is out): this process's intervals
+// not sent to process 0 yet, in parts ahead of its arrival, until what is
+// left takes no more than room.  Process 0 keeps them as an arrival's.
+void node::send_intervals_ahead(std::unique_lock<std::mutex>& lock, std::size_t room,
+                                std::string_view what) {
+  auto left = [&] {
+    std::size_t bytes = 4;
+    for (std::uint32_t index = barrier_sent_ + 1; index <= time_[rank_]; ++index)
+      if (const interval_record* record = intervals_.find(rank_, index)) bytes += encoded_bytes(*record);
+    return bytes;
+  };
+  while (left() > room) {
+    vector_time have = time_, reached;
+    have[rank_] = barrier_sent_;
+    message_writer ahead(message_type::intervals_ahead);
+    if (!intervals_.encode_within(ahead, have, time_, message_limit_ - message_overhead - 1, reached))
+      protocol_failure("own interval missing");
+    if (reached[rank_] == barrier_sent_)
+      job_.fatal(std::string(what) + ": an interval's write notices exceed the largest message "
+                 "allowed, " + std::to_string(message_limit_) + " bytes (TMK_MAX_MESSAGE)");
+    std::string sending = std::string(what) + ": sending intervals ahead of the arrival";
+    lock.unlock();
+    reply_payload answer = await(send_request(0, ahead, sending), sending);
+    lock.lock();
+    if (message_reader(answer.bytes()).type() != message_type::intervals_reply)
+      protocol_failure(sending + ": malformed reply");
+    barrier_sent_ = reached[rank_];
+  }
 }
 
 // At a barrier arrival, under mutex_: the diffs of the pages this process

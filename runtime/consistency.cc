@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "node.h"
+#include "thread_scratch.h"
 
 namespace tmk {
 
@@ -126,9 +127,119 @@ bool node::extends_last_interval(std::span<const std::uint32_t> written) {
   return true;
 }
 
-bool node::incorporate(message_reader& reader, std::vector<std::uint32_t>* still_mapped) {
-  std::vector<interval_record> records;
+// Intervals that travel in a grant or a departure: as many as fit in
+// max_bytes, and if some do not, a mark naming this process and how far
+// they go, from which the receiver asks for the rest (read_intervals).
+// Every message then fits TMK_MAX_MESSAGE: a process that heard of
+// nobody for a long time lacks every interval made meanwhile, and on 4
+// processes 1000 transfers each between two barriers made a departure
+// of 66 kB.
+bool node::put_intervals(message_writer& writer, const vector_time& have, const vector_time& upto,
+                         std::size_t max_bytes) {
+  thread_local thread_scratch<vector_time> reached_kept;
+  vector_time& reached = reached_kept.get();
+  if (!intervals_.encode_within(writer, have, upto, max_bytes, reached)) return false;
+  bool whole = true;
+  for (int q = 0; q < nprocs_; ++q) whole = whole && reached[q] >= upto[q];
+  writer.put<std::uint8_t>(whole ? 0 : 1);
+  if (!whole) {
+    writer.put<std::uint32_t>(static_cast<std::uint32_t>(rank_));
+    std::byte* at = writer.reserve(upto.size() * 4);
+    memcpy(at, upto.data(), upto.size() * 4);
+  }
+  return true;
+}
+
+std::size_t node::intervals_mark_bytes() const { return 1 + 4 + 4 * static_cast<std::size_t>(nprocs_); }
+
+// Under mutex_ (let go while the rest is asked for): what put_intervals
+// wrote, and the rest from the process its mark names.  False if
+// malformed.
+bool node::read_intervals(message_reader& reader, std::vector<interval_record>& records,
+                          std::unique_lock<std::mutex>& lock, std::string_view what) {
   if (!intervals_decode(reader, nprocs_, npages_, records)) return false;
+  std::uint8_t more = reader.take<std::uint8_t>();
+  if (!reader.ok() || more > 1) return false;
+  if (more == 0) return true;
+  std::uint32_t source = reader.take<std::uint32_t>();
+  vector_time upto(static_cast<std::size_t>(nprocs_));
+  for (auto& entry : upto) reader.get(entry);
+  if (!reader.ok() || source >= static_cast<std::uint32_t>(nprocs_)) return false;
+  vector_time have = time_;
+  for (const auto& record : records) have[record.owner] = std::max(have[record.owner], record.index);
+  if (static_cast<int>(source) == rank_) {
+    // Process 0's own departure: the rest is in its store.
+    for (int q = 0; q < nprocs_; ++q)
+      for (std::uint32_t index = have[q] + 1; index <= upto[q]; ++index) {
+        const interval_record* record = intervals_.find(q, index);
+        if (record == nullptr) return false;
+        records.push_back(*record);
+      }
+    return true;
+  }
+  lock.unlock();
+  std::string asking = std::string(what) + ": asking process " + std::to_string(source) +
+                       " for the rest of the intervals";
+  while (!vector_time_covers(have, upto)) {
+    message_writer request(message_type::intervals_request);
+    std::byte* at = request.reserve(2 * have.size() * 4);
+    memcpy(at, have.data(), have.size() * 4);
+    memcpy(at + have.size() * 4, upto.data(), upto.size() * 4);
+    reply_payload answer = await(send_request(static_cast<int>(source), request, asking), asking);
+    message_reader in(answer.bytes());
+    std::size_t before = records.size();
+    if (in.type() != message_type::intervals_reply || !intervals_decode(in, nprocs_, npages_, records) ||
+        records.size() == before || in.remaining() != 0)
+      protocol_failure(asking + ": malformed reply");
+    for (std::size_t i = before; i < records.size(); ++i)
+      have[records[i].owner] = std::max(have[records[i].owner], records[i].index);
+  }
+  lock.lock();
+  return true;
+}
+
+void node::handle_intervals_request(const incoming_request& request, message_reader& reader) {
+  vector_time have(static_cast<std::size_t>(nprocs_)), upto(static_cast<std::size_t>(nprocs_));
+  for (auto& entry : have) reader.get(entry);
+  for (auto& entry : upto) reader.get(entry);
+  if (!reader.ok() || reader.remaining() != 0) return reject(request, "malformed intervals request");
+  message_writer answer(message_type::intervals_reply);
+  {
+    std::lock_guard lock(mutex_);
+    vector_time reached;
+    // Process 0 holds a departure's intervals from the arrivals on, before
+    // it takes them in itself.
+    if (!intervals_.encode_within(answer, have, upto, message_limit_ - message_overhead, reached))
+      return reject(request, "intervals asked for that this process does not hold");
+    bool moved = false;
+    for (int q = 0; q < nprocs_; ++q) moved = moved || reached[q] > std::max(have[q], intervals_.base(q));
+    if (!moved && !vector_time_covers(reached, upto))
+      job_.fatal("an interval's write notices exceed the largest message allowed, " +
+                 std::to_string(message_limit_) + " bytes (TMK_MAX_MESSAGE)");
+  }
+  reply(request.token(), answer);
+}
+
+// At process 0: an arriver's own intervals ahead of its arrival, which
+// would not fit in it (barrier_round); kept as an arrival's are.
+void node::handle_intervals_ahead(const incoming_request& request, message_reader& reader) {
+  std::vector<interval_record> records;
+  if (rank_ != 0 || !intervals_decode(reader, nprocs_, npages_, records) || reader.remaining() != 0 ||
+      std::any_of(records.begin(), records.end(),
+                  [&](const interval_record& record) { return record.owner != request.origin; }))
+    return reject(request, "malformed intervals ahead of an arrival");
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& record : records)
+      if (!intervals_.add(std::move(record)))
+        return reject(request, "intervals ahead of an arrival with a gap");
+  }
+  message_writer answer(message_type::intervals_reply);
+  answer.put<std::uint32_t>(0);
+  reply(request.token(), answer);
+}
+
+bool node::incorporate(std::vector<interval_record>& records, std::vector<std::uint32_t>* still_mapped) {
   std::vector<std::uint32_t> invalidated;
   unsigned long notices = 0;
   for (auto& record : records) {

@@ -99,22 +99,45 @@ const interval_record* interval_store::find(int owner, std::uint32_t index) cons
 // it (a lock request or a barrier arrival sent before) has them by now.
 bool interval_store::encode(message_writer& writer, const vector_time& have,
                             const vector_time& upto) const {
-  auto from = [&](int owner) { return std::max(have[owner], base_[owner]); };
+  vector_time reached;
+  return encode_within(writer, have, upto, SIZE_MAX, reached);
+}
+
+bool interval_store::encode_within(message_writer& writer, const vector_time& have,
+                                   const vector_time& upto, std::size_t max_bytes,
+                                   vector_time& reached) const {
+  std::size_t count_at = writer.size();
+  writer.reserve(sizeof(std::uint32_t));
+  std::size_t bytes = sizeof(std::uint32_t);
   std::uint32_t count = 0;
-  for (int owner = 0; owner < nprocs(); ++owner)
-    if (upto[owner] > from(owner)) count += upto[owner] - from(owner);
-  writer.put<std::uint32_t>(count);
-  for (int owner = 0; owner < nprocs(); ++owner)
-    for (std::uint32_t index = from(owner) + 1; index <= upto[owner]; ++index) {
-      const interval_record* record = find(owner, index);
+  reached.resize(runs_.size());
+  bool full = false;
+  for (int owner = 0; owner < nprocs(); ++owner) {
+    reached[owner] = std::max(have[owner], base_[owner]);
+    for (; !full && reached[owner] < upto[owner]; ++reached[owner], ++count) {
+      const interval_record* record = find(owner, reached[owner] + 1);
       if (record == nullptr) return false;
+      std::size_t size = encoded_bytes(*record);
+      if (bytes + size > max_bytes) {
+        full = true;
+        break;
+      }
+      bytes += size;
       writer.put<std::int32_t>(record->owner);
       writer.put<std::uint32_t>(record->index);
       std::byte* time = writer.reserve(record->time.size() * 4);
       memcpy(time, record->time.data(), record->time.size() * 4);
       put_pages(writer, record->pages);
     }
+  }
+  memcpy(writer.buffer().data() + count_at, &count, sizeof count);
   return true;
+}
+
+std::size_t encoded_bytes(const interval_record& record) {
+  std::size_t words = 0;
+  for (const page_run& run : record.pages.runs()) words += run.count == 1 ? 1 : 2;
+  return 4 + 4 + 4 * record.time.size() + 4 + 4 * words;
 }
 
 void interval_store::discard_through(const vector_time& upto) {

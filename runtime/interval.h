@@ -117,6 +117,11 @@ class interval_store {
   // Appends every record (have[q], upto[q]] past the base to writer; false
   // if one is missing (never received).
   bool encode(message_writer& writer, const vector_time& have, const vector_time& upto) const;
+  // The same, in owner order, as many records as fit in max_bytes (the
+  // count included); reached: how far each owner's records went (at least
+  // have).  The rest, (reached, upto], is for another message.
+  bool encode_within(message_writer& writer, const vector_time& have, const vector_time& upto,
+                     std::size_t max_bytes, vector_time& reached) const;
   // Discards every record up to upto (garbage collection).
   void discard_through(const vector_time& upto);
   // Bytes the records take.
@@ -135,5 +140,7 @@ bool intervals_decode(message_reader& reader, int nprocs, std::uint32_t npages,
                       std::vector<interval_record>& out);
 
 std::size_t interval_bytes(const interval_record& record);
+// The bytes encode() writes for a record.
+std::size_t encoded_bytes(const interval_record& record);
 
 }  // namespace tmk

@@ -66,7 +66,10 @@ message_writer& node::make_grant(std::uint32_t id, const vector_time& requester_
   message_writer& grant = grant_kept.get(message_type::lock_grant);
   grant.restart(message_type::lock_grant);
   grant.put<std::uint32_t>(id);
-  if (!intervals_.encode(grant, requester_time, time_))
+  // The intervals in what the pushes leave (the rest asked for after).
+  std::size_t room = message_limit_ - message_overhead - grant_push_budget() - 1 - 4 -
+                     intervals_mark_bytes() - 4;
+  if (!put_intervals(grant, requester_time, time_, room))
     protocol_failure("lock " + std::to_string(id) + ": an interval the acquirer lacks is gone");
   push_to_acquirer(grant, requester, requester_time[rank_]);
   return grant;
@@ -85,8 +88,7 @@ void node::push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t s
   std::uint32_t count = 0;
   std::size_t count_offset = grant.size();
   grant.reserve(sizeof count);
-  // Half the largest message at most, the rest for the grant's notices.
-  std::size_t budget = std::min(max_grant_push_bytes, message_limit_ / 2);
+  std::size_t budget = grant_push_budget();
   if (acquirer != rank_)
     for (std::uint32_t page : subscribed_) {
       page_extra* entry = extras_.find(page);
@@ -110,6 +112,9 @@ void node::push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t s
     }
   memcpy(grant.buffer().data() + count_offset, &count, sizeof count);
 }
+
+// Half the largest message at most, the rest for the grant's intervals.
+std::size_t node::grant_push_budget() const { return std::min(max_grant_push_bytes, message_limit_ / 2); }
 
 // The lock Tmk_malloc and Tmk_free take: an id past every user lock that
 // process 0 manages.
@@ -165,9 +170,12 @@ void node::acquire(std::uint32_t id) {
   message_reader reader(answer.bytes());
   if (reader.type() != message_type::lock_grant || reader.take<std::uint32_t>() != id)
     protocol_failure(std::string(what) + ": malformed grant");
+  std::vector<interval_record> records;
+  if (!read_intervals(reader, records, lock, what))
+    protocol_failure(std::string(what) + ": malformed intervals in the grant");
   close_interval();
   std::vector<std::uint32_t> still_mapped;
-  if (!incorporate(reader, &still_mapped))
+  if (!incorporate(records, &still_mapped))
     protocol_failure(std::string(what) + ": malformed intervals in the grant");
   std::vector<std::vector<std::uint32_t>> unread = apply_pushed(&reader, still_mapped, false);
   answer.reset();  // a lent buffer goes back now, not at the next acquire

@@ -45,6 +45,9 @@ enum class message_type : std::uint8_t {
   barrier_push,        // one way, to a reader at a barrier: the writer's diffs of its pages
   wait_query,          // from process 0: your wait, and which of these waits are parked with you
   wait_answer,         //
+  intervals_request,   // to a grant's or a departure's sender: the intervals that did not fit
+  intervals_reply,     //
+  intervals_ahead,     // to process 0: an arriver's intervals that its arrival cannot carry
 };
 
 // A diff request's flag for one page: the asker lacks no other writer's

@@ -360,6 +360,8 @@ void node::handle_request(const incoming_request& request) {
     case message_type::push_stop: return handle_push_stop(request, reader);
     case message_type::barrier_push: return handle_barrier_push(request, reader);
     case message_type::wait_query: return handle_wait_query(request, reader);
+    case message_type::intervals_request: return handle_intervals_request(request, reader);
+    case message_type::intervals_ahead: return handle_intervals_ahead(request, reader);
     default:
       return reject(request, "unknown message type " + std::to_string(static_cast<int>(type)));
   }

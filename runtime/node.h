@@ -375,7 +375,17 @@ class node {
   // there, invalid but still mapped as they were (a writable one with its
   // twin), for the caller to protect once it knows which pushed diffs
   // (which need no fault) bring up to date.
-  bool incorporate(message_reader& reader, std::vector<std::uint32_t>* still_mapped = nullptr);
+  bool incorporate(std::vector<interval_record>& records,
+                   std::vector<std::uint32_t>* still_mapped = nullptr);
+  bool put_intervals(message_writer& writer, const vector_time& have, const vector_time& upto,
+                     std::size_t max_bytes);
+  std::size_t intervals_mark_bytes() const;  // put_intervals' mark of a rest, at most
+  bool read_intervals(message_reader& reader, std::vector<interval_record>& records,
+                      std::unique_lock<std::mutex>& lock, std::string_view what);
+  void handle_intervals_request(const incoming_request& request, message_reader& reader);
+  void handle_intervals_ahead(const incoming_request& request, message_reader& reader);
+  void send_intervals_ahead(std::unique_lock<std::mutex>& lock, std::size_t room,
+                            std::string_view what);
   // What a collection frees for good: diffs and interval records
   // (consistency.cc).
   std::size_t collectable_bytes() const;
@@ -425,6 +435,7 @@ class node {
   // into one); and the most a reply, or a message of pushed diffs, takes
   // besides its pages.
   std::size_t reply_bytes_per_page() const;
+  std::size_t grant_push_budget() const;
   static constexpr std::size_t message_overhead = 64;
   void put_pushed(message_writer& message, std::uint32_t page, const sealed_diff& diff) const;
   // Returns, per writer, the pages this process stops taking its pushes of.

@@ -46,7 +46,8 @@ def pick_program(rng, build):
     if kind == "api":
         scenario = rng.choice(["release-acquire", "false-sharing", "byte-sharing", "barriers",
                                "conditions", "garbage", "garbage-locks", "copy-order", "free-reuse",
-                               "lock-pushes", "pushes-stop", "merged-diffs", "shrunk-diffs"])
+                               "lock-pushes", "lock-again", "many-intervals", "pushes-stop",
+                               "merged-diffs", "shrunk-diffs"])
         env = {}
         argv = [api, "-t", scenario]
         if scenario == "garbage":
@@ -54,7 +55,7 @@ def pick_program(rng, build):
             env["TMK_GC_THRESHOLD"] = "256K"
         if scenario == "garbage-locks":
             argv += ["-i", "2000"]
-            env["TMK_GC_THRESHOLD"] = "32K"
+            env["TMK_GC_THRESHOLD"] = "16K"
         if scenario == "shrunk-diffs":
             env["TMK_GC_THRESHOLD"] = "4M"
         lowest = 4 if scenario in ("copy-order", "free-reuse") else 2
@@ -119,6 +120,10 @@ def main():
     runs = failures = 0
     while time.monotonic() < end:
         argv, passed_line, lowest, program_env = pick_program(rng, options.build)
+        # The runtime's messages divided to fit the smallest largest
+        # message allowed (the substrate's scenarios send larger ones).
+        if "substrate_worker" not in argv[0] and rng.random() < 0.2:
+            program_env["TMK_MAX_MESSAGE"] = "64K"
         nprocs = rng.choice([n for n in (2, 3, 4, 5, 8) if n >= lowest])
         env = pick_settings(rng, nprocs)
         env.update(program_env)

@@ -102,7 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "twins-kept", "working-set", "shrunk-diffs", "pushes-stop", "read-once", "whole-then-pushed",
                                          "whole-and-diffs", "strided-first-writes", "heap-end-writes", "read-past-own",
                                          "read-passed-over",
-                                         "merged-diffs", "lock-pushes", "lock-ids", "lock-again", "threads"),
+                                         "merged-diffs", "lock-pushes", "lock-ids", "lock-again", "many-intervals",
+                                         "threads"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
 
@@ -516,11 +517,15 @@ TEST(api_faults, a_fault_outside_the_shared_region_is_an_ordinary_crash) {
 // one reply too (merged-diffs: page B's 30 diffs of alternate words, 134
 // kB, to a reader that lacks two writers' and so gets them unmerged):
 // the reply answers what fits and the reader asks again for the rest.
+// So do intervals (many-intervals: 3000 turns under a lock between two
+// barriers, 78-228 kB of intervals in an arrival, a departure or a grant):
+// a writer's arrival sends what does not fit ahead of it, and a grant or
+// a departure carries what fits and where to ask for the rest.
 // With pages of 64 KiB, a reply of one page and its labels needs 73816
 // bytes: TMK_MAX_MESSAGE=64K is refused at start-up, 80K runs.
 TEST(api_limits, the_runtime_divides_its_messages_to_fit_the_largest_allowed) {
   for (const char* substrate : {"ucx", "sockets"})
-    for (const char* scenario : {"barriers", "merged-diffs"})
+    for (const char* scenario : {"barriers", "merged-diffs", "many-intervals"})
       for (int nprocs : {2, 3, 4}) {
         program_result result =
             run_worker(scenario, nprocs, substrate, {}, {{"TMK_MAX_MESSAGE", "64K"}});

@@ -151,6 +151,72 @@ static void lock_again(void) {
   finish("lock-again");
 }
 
+/* Many intervals between two barriers: two processes (0 and 1 on 2
+ * processes, 1 and 2 from 3 on) take 3000 turns in alternation under lock
+ * 7 (conditions 1 and 2 hand the turn over), each turn writing the turn
+ * counter and a slot of each of 8 pages apart from one another, so that
+ * each turn makes an interval of its own that lists 8 runs of pages.
+ * From 4 processes on, the last one waits on condition 0 until the turns
+ * are done and takes the lock back then: its grant carries the intervals
+ * of every turn.  The others, process 0 among them, only wait at the
+ * barrier, whose departures carry them too (process 0's to itself); each
+ * writer's arrival carries its 1500.  A record takes 52-76 bytes on 2-8
+ * processes: with TMK_MAX_MESSAGE=64K each of those takes more than one
+ * message.  Every process then reads the counter and the slots.  (Turns,
+ * not bytes, make the time: with another job of 8 processes on the 2
+ * cores, each hand-over waits for a core, and 6000 turns of one page took
+ * 15-20 s.) */
+enum { many_intervals_pages = 8 };
+
+static int many_intervals_slot(int slot, int turns) {
+  return slot + (turns - 1 - slot) / 64 * 64 + 1;
+}
+
+static void many_intervals_check(int turns, const char *what) {
+  int page, slot;
+  for (page = 0; page < many_intervals_pages; page++)
+    for (slot = 0; slot < 64; slot++) {
+      int got = shared_ints[(2 * page + 1) * PAGE_WORDS + slot];
+      if (got != many_intervals_slot(slot, turns)) check(0, what, got, many_intervals_slot(slot, turns));
+    }
+}
+
+static void many_intervals(void) {
+  const int turns = 3000, writers = Tmk_nprocs > 1 ? 2 : 1;
+  const int me = (int)Tmk_proc_id - (Tmk_nprocs >= 3 ? 1 : 0);  /* as a writer */
+  const long words = (2 * many_intervals_pages + 1) * (long)PAGE_WORDS;
+  int page;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((unsigned)(words * sizeof(int)));
+    memset(shared_ints, 0, words * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  if (me >= 0 && me < writers) {
+    Tmk_lock_acquire(7);
+    for (;;) {
+      while (shared_ints[0] < turns && shared_ints[0] % writers != me) Tmk_lock_cond_wait(7, 1 + me);
+      if (shared_ints[0] >= turns) break;
+      int turn = shared_ints[0];
+      for (page = 0; page < many_intervals_pages; page++)
+        shared_ints[(2 * page + 1) * PAGE_WORDS + turn % 64] = turn + 1;
+      shared_ints[0] = turn + 1;
+      if (writers > 1) Tmk_lock_cond_signal(7, 1 + (1 - me));
+      if (turn + 1 == turns) Tmk_lock_cond_signal(7, 0);
+    }
+    Tmk_lock_release(7);
+  } else if (Tmk_nprocs >= 4 && Tmk_proc_id == Tmk_nprocs - 1) {
+    Tmk_lock_acquire(7);
+    while (shared_ints[0] < turns) Tmk_lock_cond_wait(7, 0);
+    many_intervals_check(turns, "a slot seen through the lock");
+    Tmk_lock_release(7);
+  }
+  Tmk_barrier(1);
+  check(shared_ints[0] == turns, "the turn counter", shared_ints[0], turns);
+  many_intervals_check(turns, "a slot after the barrier");
+  finish("many-intervals");
+}
+
 /* Locks anywhere in the id range (the test sets TMK_MAX_LOCKS to 2^30):
  * ids at the edges of the runtime's table of lock states and beyond it,
  * each guarding a counter on a page of its own, taken by every process in
@@ -1980,6 +2046,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "lock-pushes") == 0) lock_pushes();
   else if (strcmp(scenario, "lock-ids") == 0) lock_ids();
   else if (strcmp(scenario, "lock-again") == 0) lock_again();
+  else if (strcmp(scenario, "many-intervals") == 0) many_intervals();
   else if (strcmp(scenario, "whole-and-diffs") == 0) whole_and_diffs();
   else if (strcmp(scenario, "twins-kept") == 0) twins_kept();
   else if (strcmp(scenario, "working-set") == 0) working_set();

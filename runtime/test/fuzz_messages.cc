@@ -43,6 +43,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         tmk::vector_time none(nprocs, 0), upto(nprocs, 0);
         for (int q = 0; q < nprocs; ++q) upto[q] = store.known(q);
         require(store.encode(writer, none, upto));
+        // A part of them within a budget, and where the rest starts.
+        tmk::vector_time reached;
+        tmk::message_writer part(tmk::message_type::lock_grant);
+        require(store.encode_within(part, none, upto, 4 + bytes.size() / 2, reached));
+        require(part.size() <= 1 + 4 + bytes.size() / 2);
+        tmk::message_reader back(part.bytes());
+        back.type();
+        std::vector<tmk::interval_record> first;
+        require(tmk::intervals_decode(back, nprocs, npages, first));
+        std::size_t expected = 0;
+        for (int q = 0; q < nprocs; ++q) {
+          require(reached[q] <= upto[q]);
+          expected += reached[q];
+        }
+        require(first.size() == expected);
       }
       break;
     }

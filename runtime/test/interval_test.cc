@@ -73,6 +73,49 @@ TEST(interval_store, encodes_what_the_receiver_lacks) {
   EXPECT_FALSE(store.encode(missing, {0, 0}, {3, 0}));
 }
 
+// Within a byte budget, the records that fit go, in owner order, and
+// `reached` says where the rest starts: encoding on from there, message
+// after message, gives every record once and in order.  A budget that
+// holds none sends none.
+TEST(interval_store, encodes_what_fits_and_where_the_rest_starts) {
+  interval_store store(3);
+  std::vector<std::pair<int, std::uint32_t>> all;
+  for (std::uint32_t index = 1; index <= 5; ++index)
+    for (int owner = 0; owner < 3; ++owner) {
+      store.add(make(owner, index, {index - 1, index - 1, index - 1}, {index, 10 + index, 11 + index}));
+      all.emplace_back(owner, index);
+    }
+  // Each record: owner, index, 3 entries of time, 3 words of pages and their count.
+  std::size_t record_bytes = encoded_bytes(*store.find(0, 1));
+  EXPECT_EQ(record_bytes, 4u + 4 + 12 + 4 + 12);
+  vector_time have{0, 0, 0}, upto{5, 5, 5}, reached;
+  message_writer nothing(message_type::lock_grant);
+  ASSERT_TRUE(store.encode_within(nothing, have, upto, 4 + record_bytes - 1, reached));
+  EXPECT_EQ(reached, have);
+  std::vector<std::pair<int, std::uint32_t>> got;
+  int messages = 0;
+  while (!vector_time_covers(have, upto)) {
+    message_writer writer(message_type::lock_grant);
+    ASSERT_TRUE(store.encode_within(writer, have, upto, 4 + 4 * record_bytes, reached));
+    EXPECT_LE(writer.size(), 1 + 4 + 4 * record_bytes);
+    message_reader reader(writer.bytes());
+    reader.type();
+    std::vector<interval_record> records;
+    ASSERT_TRUE(intervals_decode(reader, 3, 100, records));
+    ASSERT_FALSE(records.empty());
+    for (const auto& record : records) {
+      EXPECT_EQ(record.index, have[record.owner] + 1);
+      have[record.owner] = record.index;
+      got.emplace_back(record.owner, record.index);
+    }
+    EXPECT_EQ(have, reached);
+    ++messages;
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(got, all);  // owner 0's five, then owner 1's, then owner 2's
+  EXPECT_EQ(messages, 4);
+}
+
 // A receiver whose time predates a garbage collection (its lock request or
 // barrier arrival was sent before it) has every discarded record since:
 // only the later ones go.
