@@ -49,7 +49,7 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
                                                   : std::string(call) + "(garbage collection)";
   // Process 0 holds its own intervals; another's that take more than half
   // the largest message go ahead of its arrival, the rest in it.
-  if (rank_ != 0) send_intervals_ahead(lock, message_limit_ / 2, what);
+  if (rank_ != 0 && time_[rank_] != barrier_sent_) send_intervals_ahead(lock, message_limit_ / 2, what);
   // This thread's alone: barrier_round runs on the calling thread, and
   // again inside its wait (a collection's barriers) only once this
   // arrival has gone out.

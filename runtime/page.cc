@@ -616,11 +616,13 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
   std::vector<received> diffs;
   std::vector<reply_payload> replies;
   bool allocated = false;
-  for (std::uint32_t asked_for = faulted; !writers.empty(); asked_for = npages_) {
+  // The page faulted on, named in the first requests only (a request for
+  // the rest names none: npages_).
+  for (std::uint32_t named = faulted; !writers.empty(); named = npages_) {
     std::vector<request_id> ids;
     for (int writer : writers) {
       message_writer request(message_type::diff_request);
-      request.put<std::uint32_t>(asked_for);  // the others come along
+      request.put<std::uint32_t>(named);  // the others come along
       request.put<std::uint32_t>(static_cast<std::uint32_t>(asks[writer].size()));
       for (const auto& ask : asks[writer]) {
         request.put<std::uint32_t>(ask.page);
