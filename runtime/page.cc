@@ -641,15 +641,15 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
     std::vector<int> unanswered;
     for (std::size_t w = 0; w < writers.size(); ++w) {
       int writer = writers[w];
-      std::string bad = "malformed diff reply from process " + std::to_string(writer);
+      auto malformed = [&] {
+        protocol_failure("malformed diff reply from process " + std::to_string(writer));
+      };
       message_reader reader(replies[kept + w].bytes());
       bool is_reply = reader.type() == message_type::diff_reply;
       std::uint32_t answered = reader.take<std::uint32_t>();
       std::uint32_t cut = reader.take<std::uint32_t>();
       std::vector<wanted>& rest = asks[writer];
-      if (!is_reply || answered == 0 || answered > rest.size() ||
-          cut > 1)
-        protocol_failure(bad);
+      if (!is_reply || answered == 0 || answered > rest.size() || cut > 1) malformed();
       for (std::uint32_t a = 0; a < answered; ++a) {
         wanted& ask = rest[a];
         std::uint32_t count = reader.take<std::uint32_t>();
@@ -664,7 +664,7 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
           ask.from = last;
         }
         if (!reader.ok() || (cut != 0 && a + 1 == answered && (count == 0 || ask.from >= ask.to)))
-          protocol_failure(bad);
+          malformed();
       }
       rest.erase(rest.begin(), rest.begin() + answered - cut);
       if (!rest.empty()) unanswered.push_back(writer);
@@ -807,8 +807,8 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
   // The ranges answered, from the first, and whether the last of them is
   // cut (its later diffs left for the asker's next request): one reply
   // carries no more than TMK_MAX_MESSAGE takes, and the diffs of a page
-  // made in many intervals can take more (a lock-step writer's 30 half
-  // pages, 134 KB; see fetch_diffs).  A diff alone always fits (start-up
+  // made in many intervals can take more (30 diffs of alternate words of
+  // a page, 134 kB, in merged-diffs; see fetch_diffs).  A diff alone always fits (start-up
   // refuses a smaller limit), so every reply carries one at least.
   message_writer answer(message_type::diff_reply);
   std::size_t head = answer.size();
