@@ -119,7 +119,8 @@ void node::startup(int argc, char** argv) {
   owner->start_monitor();
 
   the_node = new node(*owner, std::move(*created), *config, options->statistics);
-  // Every message the runtime makes is divided to fit but one page's.
+  // Every message the runtime makes is divided to fit, but for one page
+  // with its diffs (checked here) and one interval's notices (as they go).
   std::size_t one_page = node::message_overhead + the_node->reply_bytes_per_page();
   if (substrate->max_message < one_page)
     owner->fatal("Tmk_startup: TMK_MAX_MESSAGE=" + std::to_string(substrate->max_message) +
