@@ -99,23 +99,29 @@ const interval_record* interval_store::find(int owner, std::uint32_t index) cons
 // it (a lock request or a barrier arrival sent before) has them by now.
 bool interval_store::encode(message_writer& writer, const vector_time& have,
                             const vector_time& upto) const {
-  vector_time reached;
-  return encode_within(writer, have, upto, SIZE_MAX, reached);
+  return encode_into(writer, have, upto, SIZE_MAX, nullptr);
 }
 
 bool interval_store::encode_within(message_writer& writer, const vector_time& have,
                                    const vector_time& upto, std::size_t max_bytes,
                                    vector_time& reached) const {
+  reached.resize(runs_.size());
+  return encode_into(writer, have, upto, max_bytes, reached.data());
+}
+
+// No allocation: encode() runs at every barrier arrival.
+bool interval_store::encode_into(message_writer& writer, const vector_time& have,
+                                 const vector_time& upto, std::size_t max_bytes,
+                                 std::uint32_t* reached) const {
   std::size_t count_at = writer.size();
   writer.reserve(sizeof(std::uint32_t));
   std::size_t bytes = sizeof(std::uint32_t);
   std::uint32_t count = 0;
-  reached.resize(runs_.size());
   bool full = false;
   for (int owner = 0; owner < nprocs(); ++owner) {
-    reached[owner] = std::max(have[owner], base_[owner]);
-    for (; !full && reached[owner] < upto[owner]; ++reached[owner], ++count) {
-      const interval_record* record = find(owner, reached[owner] + 1);
+    std::uint32_t at = std::max(have[owner], base_[owner]);
+    for (; !full && at < upto[owner]; ++at, ++count) {
+      const interval_record* record = find(owner, at + 1);
       if (record == nullptr) return false;
       std::size_t size = encoded_bytes(*record);
       if (bytes + size > max_bytes) {
@@ -129,6 +135,7 @@ bool interval_store::encode_within(message_writer& writer, const vector_time& ha
       memcpy(time, record->time.data(), record->time.size() * 4);
       put_pages(writer, record->pages);
     }
+    if (reached != nullptr) reached[owner] = at;
   }
   memcpy(writer.buffer().data() + count_at, &count, sizeof count);
   return true;

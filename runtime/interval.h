@@ -129,6 +129,8 @@ class interval_store {
   std::size_t count() const;
 
  private:
+  bool encode_into(message_writer& writer, const vector_time& have, const vector_time& upto,
+                   std::size_t max_bytes, std::uint32_t* reached) const;
   std::vector<std::deque<interval_record>> runs_;
   std::vector<std::uint32_t> base_;
   std::size_t bytes_ = 0;

@@ -518,7 +518,7 @@ TEST(api_faults, a_fault_outside_the_shared_region_is_an_ordinary_crash) {
 // kB, to a reader that lacks two writers' and so gets them unmerged):
 // the reply answers what fits and the reader asks again for the rest.
 // So do intervals (many-intervals: 3000 turns under a lock between two
-// barriers, 78-228 kB of intervals in an arrival, a departure or a grant):
+// barriers, 84-240 kB of intervals in an arrival, a departure or a grant):
 // a writer's arrival sends what does not fit ahead of it, and a grant or
 // a departure carries what fits and where to ask for the rest.
 // With pages of 64 KiB, a reply of one page and its labels needs 73816
