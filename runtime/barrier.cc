@@ -253,13 +253,10 @@ void node::handle_barrier_arrival(const incoming_request& request, message_reade
 // left takes no more than room.  Process 0 keeps them as an arrival's.
 void node::send_intervals_ahead(std::unique_lock<std::mutex>& lock, std::size_t room,
                                 std::string_view what) {
-  auto left = [&] {
-    std::size_t bytes = 4;
-    for (std::uint32_t index = barrier_sent_ + 1; index <= time_[rank_]; ++index)
-      if (const interval_record* record = intervals_.find(rank_, index)) bytes += encoded_bytes(*record);
-    return bytes;
-  };
-  while (left() > room) {
+  std::size_t left = 4;  // the bytes of what is not sent yet, the count included
+  for (std::uint32_t index = barrier_sent_ + 1; index <= time_[rank_]; ++index)
+    if (const interval_record* record = intervals_.find(rank_, index)) left += encoded_bytes(*record);
+  while (left > room) {
     vector_time have = time_, reached;
     have[rank_] = barrier_sent_;
     message_writer ahead(message_type::intervals_ahead);
@@ -275,6 +272,7 @@ void node::send_intervals_ahead(std::unique_lock<std::mutex>& lock, std::size_t 
     if (message_reader(answer.bytes()).type() != message_type::intervals_reply)
       protocol_failure(sending + ": malformed reply");
     barrier_sent_ = reached[rank_];
+    left -= ahead.size() - 1 - 4;  // its records, without its type and count
   }
 }
 

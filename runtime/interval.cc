@@ -40,11 +40,17 @@ bool page_list::append(std::uint32_t first, std::uint32_t count) {
 
 namespace {
 constexpr std::uint32_t run_flag = 0x80000000u;
-}
 
-void put_pages(message_writer& writer, const page_list& pages) {
+// Words a list takes in a message, besides its count.
+std::uint32_t page_words(const page_list& pages) {
   std::uint32_t words = 0;
   for (const page_run& run : pages.runs()) words += run.count == 1 ? 1 : 2;
+  return words;
+}
+}  // namespace
+
+void put_pages(message_writer& writer, const page_list& pages) {
+  std::uint32_t words = page_words(pages);
   writer.put<std::uint32_t>(words);
   std::byte* at = writer.reserve(std::size_t{words} * 4);
   for (const page_run& run : pages.runs()) {
@@ -142,9 +148,7 @@ bool interval_store::encode_into(message_writer& writer, const vector_time& have
 }
 
 std::size_t encoded_bytes(const interval_record& record) {
-  std::size_t words = 0;
-  for (const page_run& run : record.pages.runs()) words += run.count == 1 ? 1 : 2;
-  return 4 + 4 + 4 * record.time.size() + 4 + 4 * words;
+  return 4 + 4 + 4 * record.time.size() + 4 + 4 * std::size_t{page_words(record.pages)};
 }
 
 void interval_store::discard_through(const vector_time& upto) {

@@ -592,14 +592,6 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
     return;
   }
 
-  struct up_to {
-    std::uint32_t page;
-    std::int32_t writer;
-    std::uint32_t interval;
-  };
-  std::vector<up_to> received_up_to;  // once every diff asked for is here
-  for (int writer : writers)
-    for (const auto& ask : asks[writer]) received_up_to.push_back({ask.page, writer, ask.to});
   std::string what = "fetching diffs of page " + std::to_string(faulted);
   lock.unlock();
   // A writer's reply may answer its first ranges only, the last of them
@@ -615,6 +607,7 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
   };
   std::vector<received> diffs;
   std::vector<reply_payload> replies;
+  std::vector<std::size_t> open(static_cast<std::size_t>(nprocs_), 0);  // each writer's first unanswered
   bool allocated = false;
   // The page faulted on, named in the first requests only (a request for
   // the rest names none: npages_).
@@ -623,8 +616,9 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
     for (int writer : writers) {
       message_writer request(message_type::diff_request);
       request.put<std::uint32_t>(named);  // the others come along
-      request.put<std::uint32_t>(static_cast<std::uint32_t>(asks[writer].size()));
-      for (const auto& ask : asks[writer]) {
+      std::span<const wanted> rest = std::span(asks[writer]).subspan(open[writer]);
+      request.put<std::uint32_t>(static_cast<std::uint32_t>(rest.size()));
+      for (const auto& ask : rest) {
         request.put<std::uint32_t>(ask.page);
         request.put<std::uint32_t>(ask.from);
         request.put<std::uint32_t>(ask.to);
@@ -648,7 +642,7 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
       bool is_reply = reader.type() == message_type::diff_reply;
       std::uint32_t answered = reader.take<std::uint32_t>();
       std::uint32_t cut = reader.take<std::uint32_t>();
-      std::vector<wanted>& rest = asks[writer];
+      std::span<wanted> rest = std::span(asks[writer]).subspan(open[writer]);
       if (!is_reply || answered == 0 || answered > rest.size() || cut > 1) malformed();
       for (std::uint32_t a = 0; a < answered; ++a) {
         wanted& ask = rest[a];
@@ -666,15 +660,15 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
         if (!reader.ok() || (cut != 0 && a + 1 == answered && (count == 0 || ask.from >= ask.to)))
           malformed();
       }
-      rest.erase(rest.begin(), rest.begin() + answered - cut);
-      if (!rest.empty()) unanswered.push_back(writer);
+      open[writer] += answered - cut;
+      if (open[writer] < asks[writer].size()) unanswered.push_back(writer);
     }
     writers = std::move(unanswered);
   }
   lock.lock();
 
-  for (const auto& [page, writer, interval] : received_up_to)
-    progress_of(extra(page), writer).applied = interval;
+  for (int writer = 0; writer < nprocs_; ++writer)
+    for (const auto& ask : asks[writer]) progress_of(extra(ask.page), writer).applied = ask.to;
   for (auto& diff : diffs) {
     const interval_record* record = intervals_.find(diff.writer, diff.first);
     diff.order = record ? vector_time_sum(record->time) : 0;
