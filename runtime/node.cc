@@ -100,6 +100,23 @@ void node::startup(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
 
+  // Every message the runtime makes is divided to fit, but for one page
+  // with its diffs (checked here) and one interval's notices (as they go).
+  // Checked before the others are forked where the number of processes is
+  // known by then, so that one process says so, not each.
+  auto one_page_fits = [&](int nprocs) -> status {
+    std::size_t one_page =
+        node::message_overhead + node::reply_bytes_per_page(config->page_size, nprocs);
+    if (substrate->max_message >= one_page) return status::ok();
+    return status(status_code::invalid_argument,
+                  "TMK_MAX_MESSAGE=" + std::to_string(substrate->max_message) +
+                      " bytes cannot carry a page of " + std::to_string(config->page_size) +
+                      " bytes (TMK_PAGE_SIZE): a message with one page and its diffs takes up to " +
+                      std::to_string(one_page) + " bytes");
+  };
+  if (int known = options->nprocs != 0 ? options->nprocs : launch->nprocs; known != 0)
+    if (status fits = one_page_fits(known); !fits) stop(fits);
+
   remember_startup_memory();  // before the others are forked
   auto started = job::start(*launch, options->nprocs);
   if (!started) stop(started.error());
@@ -119,14 +136,7 @@ void node::startup(int argc, char** argv) {
   owner->start_monitor();
 
   the_node = new node(*owner, std::move(*created), *config, options->statistics);
-  // Every message the runtime makes is divided to fit, but for one page
-  // with its diffs (checked here) and one interval's notices (as they go).
-  std::size_t one_page = node::message_overhead + the_node->reply_bytes_per_page();
-  if (substrate->max_message < one_page)
-    owner->fatal("Tmk_startup: TMK_MAX_MESSAGE=" + std::to_string(substrate->max_message) +
-                 " bytes cannot carry a page of " + std::to_string(config->page_size) +
-                 " bytes (TMK_PAGE_SIZE): a message with one page and its diffs takes up to " +
-                 std::to_string(one_page) + " bytes");
+  if (status fits = one_page_fits(owner->size()); !fits) owner->fatal("Tmk_startup: " + fits.message());
   status mapped = the_node->map_region();
   if (!mapped) owner->fatal("Tmk_startup: " + mapped.message());
   if (the_node->rank_ == 0) {

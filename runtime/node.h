@@ -434,7 +434,8 @@ class node {
   // it (a diff reply: a writer's diffs of a page it alone wrote are merged
   // into one); and the most a reply, or a message of pushed diffs, takes
   // besides its pages.
-  std::size_t reply_bytes_per_page() const;
+  static std::size_t reply_bytes_per_page(std::size_t page_size, int nprocs);
+  std::size_t reply_bytes_per_page() const { return reply_bytes_per_page(page_size_, nprocs_); }
   std::size_t grant_push_budget() const;
   static constexpr std::size_t message_overhead = 64;
   void put_pushed(message_writer& message, std::uint32_t page, const sealed_diff& diff) const;

@@ -884,13 +884,13 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
   reply(request.token(), answer);
 }
 
-std::size_t node::reply_bytes_per_page() const {
+std::size_t node::reply_bytes_per_page(std::size_t page_size, int nprocs) {
   // A page reply's: served, the copy's length and bytes, the count of
   // versions and one (process, interval) pair per process at most.  A
   // diff reply's: the count, the first and last interval, the length and
   // the diff.
-  std::size_t copy = 1 + 4 + page_size_ + 4 + 8 * static_cast<std::size_t>(nprocs_);
-  std::size_t diff = 4 + 4 + 4 + 4 + diff_max_bytes(page_size_);
+  std::size_t copy = 1 + 4 + page_size + 4 + 8 * static_cast<std::size_t>(nprocs);
+  std::size_t diff = 4 + 4 + 4 + 4 + diff_max_bytes(page_size);
   return std::max(copy, diff);
 }
 

@@ -546,11 +546,15 @@ TEST(api_limits, a_largest_message_too_small_for_one_page_is_refused_at_start_up
   program_result result = run_worker("barriers", 2, "ucx", {},
                                      {{"TMK_PAGE_SIZE", "65536"}, {"TMK_MAX_MESSAGE", "64K"}});
   EXPECT_EQ(result.exit_code, 1) << describe(result);
-  EXPECT_NE(result.err.find("Tmk_startup: TMK_MAX_MESSAGE=65536 bytes cannot carry a page of 65536 "
-                            "bytes (TMK_PAGE_SIZE): a message with one page and its diffs takes "
-                            "up to 73816 bytes"),
-            std::string::npos)
-      << describe(result);
+  const std::string refusal =
+      "Tmk_startup: TMK_MAX_MESSAGE=65536 bytes cannot carry a page of 65536 bytes "
+      "(TMK_PAGE_SIZE): a message with one page and its diffs takes up to 73816 bytes";
+  std::size_t first = result.err.find(refusal);
+  EXPECT_NE(first, std::string::npos) << describe(result);
+  // Said once, before the other process is forked, not by each.
+  if (first != std::string::npos) {
+    EXPECT_EQ(result.err.find(refusal, first + 1), std::string::npos) << describe(result);
+  }
   EXPECT_EQ(result.out.find("barriers: passed"), std::string::npos) << describe(result);
   EXPECT_FALSE(result.stragglers);
 }
