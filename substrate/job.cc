@@ -82,6 +82,13 @@ result<std::vector<std::string>> decode_blobs(const std::string& data, int count
   return blobs;
 }
 
+// A setting's seconds as given: 30, 0.5 (std::to_string wrote 30.000000).
+std::string seconds_text(double seconds) {
+  char text[32];
+  snprintf(text, sizeof text, "%g", seconds);
+  return text;
+}
+
 std::string rank_list(const std::vector<int>& ranks) {
   std::string text;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
@@ -454,7 +461,7 @@ status job::accept_children(int listen_fd, const std::string& where) {
       status late(status_code::timeout,
                   "process" + std::string(missing.size() > 1 ? "es " : " ") + rank_list(missing) +
                       " did not arrive at " + where + " within " +
-                      std::to_string(config_.connect_timeout) + " s (TMK_CONNECT_TIMEOUT)" +
+                      seconds_text(config_.connect_timeout) + " s (TMK_CONNECT_TIMEOUT)" +
                       (refused.empty() ? "" : "; turned away: " + refused),
                   missing.front());
       abort_start(late.message());
@@ -724,7 +731,7 @@ result<std::vector<std::string>> job::allgather(const std::string& mine) {
         if (!arrived[rank]) late.push_back(rank);
       outcome = status(status_code::timeout,
                        "process" + std::string(late.size() > 1 ? "es " : " ") + rank_list(late) +
-                           " did not arrive within " + std::to_string(config_.connect_timeout) +
+                           " did not arrive within " + seconds_text(config_.connect_timeout) +
                            " s (TMK_CONNECT_TIMEOUT)",
                        late.front());
       break;
@@ -895,7 +902,7 @@ void job::monitor_loop() {
     if (!failed() && !fin_received_) {
       for (auto& from : connections_)
         if (from && from->open && !from->said_bye && now - from->last_heard > timeout) {
-          peer_gone(*from, "sent no sign of life for " + std::to_string(config_.peer_timeout) +
+          peer_gone(*from, "sent no sign of life for " + seconds_text(config_.peer_timeout) +
                                " s (stopped or hung; TMK_PEER_TIMEOUT)");
           break;
         }
