@@ -114,7 +114,7 @@ void node::startup(int argc, char** argv) {
                       " bytes (TMK_PAGE_SIZE): a message with one page and its diffs takes up to " +
                       std::to_string(one_page) + " bytes");
   };
-  if (int known = options->nprocs != 0 ? options->nprocs : launch->nprocs; known != 0)
+  if (int known = job::planned_size(*launch, options->nprocs); known != 0)
     if (status fits = one_page_fits(known); !fits) stop(fits);
 
   remember_startup_memory();  // before the others are forked

@@ -186,6 +186,12 @@ job::~job() {
   if (current_job == this) current_job = nullptr;
 }
 
+int job::planned_size(const launch_config& config, int nprocs_option) {
+  if (launched_by_mpi()) return nprocs_option;  // which must agree with mpirun's
+  if (config.manual_rank) return config.nprocs;
+  return nprocs_option != 0 ? nprocs_option : (config.nprocs != 0 ? config.nprocs : 1);
+}
+
 result<std::unique_ptr<job>> job::start(const launch_config& config, int nprocs_option) {
   if (current_job != nullptr)
     return status(status_code::invalid_argument, "the job was already started");
@@ -217,7 +223,7 @@ result<std::unique_ptr<job>> job::start(const launch_config& config, int nprocs_
     log_set_rank(started->rank_);
     outcome = started->start_manual();
   } else {
-    int nprocs = nprocs_option != 0 ? nprocs_option : (config.nprocs != 0 ? config.nprocs : 1);
+    int nprocs = planned_size(config, nprocs_option);
     launch_mode mode = nprocs == 1 ? launch_mode::single : launch_mode::fork;
     started.reset(new job(config, mode, 0, nprocs));
     // Made before the fork, so every process of the job has it.

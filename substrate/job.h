@@ -47,6 +47,9 @@ class job {
   // Starts the job.  nprocs_option is the -n given on the command line
   // (0: none).  In fork mode this returns once in every process.
   static result<std::unique_ptr<job>> start(const launch_config& config, int nprocs_option);
+  // The number of processes start will make the job of, where that is
+  // known before it starts; 0 under mpirun with no -n.
+  static int planned_size(const launch_config& config, int nprocs_option);
   // The job of this process, once started (for the stop paths).
   static job* current();
 
