@@ -32,15 +32,17 @@
 // it after its message is in, only if the service thread sleeps and no
 // caller holds the channel; a caller that will wait for the reply holds
 // the ring back for TMK_RING_DELAY_US if a caller there has just left a
-// wait, as it will take the channel in its next one.  Armed, UCX makes
-// the first sender after every sleep signal the sleeper through a socket
-// even when a spinning caller serves the channel, and arming and listening
-// again cost the sleeper system calls of their own (about 1.2 us each on
-// the machine of BENCHMARKS.md): a lock acquired from a waiting manager
-// took 5 us, 2.4 with doorbells.  The doorbell also tells a caller whose
-// request has waited TMK_NUDGE_US where the other process's calling thread
-// is: one that runs is sent SIGURG, and yields its core to its service
-// thread (nudge_peers).
+// wait, as it will take the channel in its next one.  Each such message is
+// also counted in, so that a service thread or caller that finds fewer
+// delivered knows one is still out of sight (sleep_on_doorbell).  Armed,
+// UCX makes the first sender after every sleep signal the sleeper through
+// a socket even when a spinning caller serves the channel, and arming and
+// listening again cost the sleeper system calls of their own (about 1.2 us
+// each on the machine of BENCHMARKS.md): a lock acquired from a waiting
+// manager took 5 us, 2.4 with doorbells.  The doorbell also tells a
+// caller whose request has waited TMK_NUDGE_US where the other process's
+// calling thread is: one that runs is sent SIGURG, and yields its core to
+// its service thread (nudge_peers).
 //
 // A request may also go to a peer's reply channel (send_request_to_caller),
 // for its calling thread to handle in its next wait: a barrier's arrivals
@@ -514,16 +516,24 @@ class transport {
     std::int32_t caller_pid;      // where a nudge goes (nudge_peers), or 0: none
     std::int32_t caller_tid;      // the calling thread there
     std::uint32_t caller_asleep;  // the caller sleeps (set_caller_idle): its core is free
+    // Messages sent with a ring to this process's request channel, counted
+    // by their senders once the send returns (see sleep_on_doorbell).
+    std::uint64_t rung_in;
   };
+  static_assert(sizeof(doorbell) <= 64, "a doorbell fills at most its shared line");
   doorbell& bell_of(int of_rank) const {
     return *static_cast<doorbell*>(job_.shared_line(of_rank));
   }
   using word = std::atomic_ref<std::uint32_t>;
   // The service thread's sleep with doorbells: marked asleep, one last
-  // look at the channel, then the futex until a ring, a stop or a second.
+  // look at the channel, then the futex until a ring, a stop or a second
+  // (or less while messages counted in have not come: behind_sleep_).
   void sleep_on_doorbell(std::unique_lock<std::mutex>& own);
   // Counts a ring and wakes the thread asleep on it, if any.
   static void wake(doorbell& bell);
+  // Messages counted in to this process's request channel (doorbell
+  // rung_in) and not delivered yet: more than 0 when one has not come.
+  std::int64_t undelivered() const;
   // Calling thread, in a wait that has lasted TMK_NUDGE_US: signals the
   // calling thread of each process the wait's unanswered requests went to
   // whose service thread may be waiting for that thread's core, to yield it.
@@ -599,10 +609,13 @@ class transport {
   // The last message delivered here that was sent with a ring (every
   // request, and every one-way message but those sent unrung) and how many
   // have been, by whichever thread holds the request channel (under
-  // request_lock_): what a service thread woken by its sleep's timeout
-  // found (sleep_on_doorbell).
+  // request_lock_; read by the service thread at its sleep's end without
+  // it): set against the doorbell's rung_in (sleep_on_doorbell).
   wire_header last_rung_{};
-  std::uint64_t rung_delivered_ = 0;
+  std::atomic<std::uint64_t> rung_delivered_{0};
+  // How long the service thread sleeps while messages counted in have not
+  // come (sleep_on_doorbell): twice as long each time, up to a second.
+  std::chrono::microseconds behind_sleep_{0};
   // Rings held back (see send).
   std::chrono::microseconds ring_delay_{0};
   std::vector<owed_ring> owed_rings_;  // calling thread only
