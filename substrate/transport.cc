@@ -393,11 +393,6 @@ void transport::sleep_on_doorbell(std::unique_lock<std::mutex>& own) {
   }
 }
 
-std::int64_t transport::undelivered() const {
-  std::uint64_t in = std::atomic_ref<std::uint64_t>(bell_of(rank_).rung_in).load();
-  return static_cast<std::int64_t>(in - rung_delivered_.load(std::memory_order_relaxed));
-}
-
 void transport::ring(int peer) {
   if (!doorbells_) return;
   doorbell& bell = bell_of(peer);
@@ -1215,7 +1210,7 @@ bool transport::serve_caller_requests() {
 // taken (sockets: FFT on 2 processes took 1.02 times as long this way).
 bool transport::serve_pending() {
   if (!doorbells_ || serving_flag) return false;
-  if (word(bell_of(rank_).asleep).load(std::memory_order_relaxed) != 0) return false;
+  if (word(own_bell_->asleep).load(std::memory_order_relaxed) != 0) return false;
   channel_hold hold{std::unique_lock(request_lock_, std::defer_lock)};
   bool served = serve_while_waiting(hold);
   hand_back(hold);
@@ -1228,7 +1223,7 @@ bool transport::serve_while_waiting(channel_hold& hold) {
     if (!hold.own.try_lock()) return false;
     holding_flag = true;
     if (doorbells_) {
-      word(bell_of(rank_).polled).store(1);
+      word(own_bell_->polled).store(1);
     } else {
       if (mute_on_hold_) listen_for_requests(false);
       hold.muted = mute_on_hold_;
@@ -1281,7 +1276,7 @@ void transport::hand_back(channel_hold& hold) {
     // Unmarked before the last look, as the service thread marks itself
     // asleep (sleep_on_doorbell); a send still going out is finished here,
     // since nobody else moves it while the service thread sleeps.
-    word(bell_of(rank_).polled).store(0);
+    word(own_bell_->polled).store(0);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     {
       serving_scope serving;

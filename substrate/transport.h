@@ -520,7 +520,6 @@ class transport {
     // by their senders once the send returns (see sleep_on_doorbell).
     std::uint64_t rung_in;
   };
-  static_assert(sizeof(doorbell) <= 64, "a doorbell fills at most its shared line");
   doorbell& bell_of(int of_rank) const {
     return *static_cast<doorbell*>(job_.shared_line(of_rank));
   }
@@ -533,7 +532,11 @@ class transport {
   static void wake(doorbell& bell);
   // Messages counted in to this process's request channel (doorbell
   // rung_in) and not delivered yet: more than 0 when one has not come.
-  std::int64_t undelivered() const;
+  // With doorbells only.
+  std::int64_t undelivered() const {
+    std::uint64_t in = std::atomic_ref<std::uint64_t>(own_bell_->rung_in).load();
+    return static_cast<std::int64_t>(in - rung_delivered_.load(std::memory_order_relaxed));
+  }
   // Calling thread, in a wait that has lasted TMK_NUDGE_US: signals the
   // calling thread of each process the wait's unanswered requests went to
   // whose service thread may be waiting for that thread's core, to yield it.
