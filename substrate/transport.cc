@@ -371,9 +371,9 @@ void transport::sleep_on_doorbell(std::unique_lock<std::mutex>& own) {
   word(mine.asleep).store(0);
   // A second's sleep, nothing undelivered when it began, ended by the
   // timeout with a message counted in and not delivered by anyone (no
-  // caller holds the channel): one whose ring was missed.  Not one that a
-  // one-way message sent unrung (taken in at the caller's next wait), or
-  // UCX's own protocol messages, leave here: they need none.  Counted now,
+  // caller holds the channel): one whose ring was missed.  What needs no
+  // ring is never counted in: one-way messages sent unrung (taken in at the
+  // caller's next wait) and UCX's own protocol messages.  Counted now,
   // before the channel is taken (a caller may hold it for a while, and
   // what comes meanwhile is not late).
   std::int64_t missed = 0;
