@@ -49,7 +49,8 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
                                                   : std::string(call) + "(garbage collection)";
   // Process 0 holds its own intervals; another's that take more than half
   // the largest message go ahead of its arrival, the rest in it.
-  if (rank_ != 0 && time_[rank_] != barrier_sent_) send_intervals_ahead(lock, message_limit_ / 2, what);
+  if (rank_ != 0 && time_[rank_] != barrier_sent_)
+    send_intervals_ahead(lock, message_limit_ / 2, what);
   // This thread's alone: barrier_round runs on the calling thread, and
   // again inside its wait (a collection's barriers) only once this
   // arrival has gone out.
@@ -255,7 +256,8 @@ void node::send_intervals_ahead(std::unique_lock<std::mutex>& lock, std::size_t 
                                 std::string_view what) {
   std::size_t left = 4;  // the bytes of what is not sent yet, the count included
   for (std::uint32_t index = barrier_sent_ + 1; index <= time_[rank_]; ++index)
-    if (const interval_record* record = intervals_.find(rank_, index)) left += encoded_bytes(*record);
+    if (const interval_record* record = intervals_.find(rank_, index))
+      left += encoded_bytes(*record);
   while (left > room) {
     vector_time have = time_, reached;
     have[rank_] = barrier_sent_;

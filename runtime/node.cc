@@ -114,8 +114,9 @@ void node::startup(int argc, char** argv) {
                       " bytes (TMK_PAGE_SIZE): a message with one page and its diffs takes up to " +
                       std::to_string(one_page) + " bytes");
   };
-  if (int known = job::planned_size(*launch, options->nprocs); known != 0)
-    if (status fits = one_page_fits(known); !fits) stop(fits);
+  const int planned = job::planned_size(*launch, options->nprocs);
+  if (planned != 0)
+    if (status fits = one_page_fits(planned); !fits) stop(fits);
 
   remember_startup_memory();  // before the others are forked
   auto started = job::start(*launch, options->nprocs);
@@ -136,7 +137,9 @@ void node::startup(int argc, char** argv) {
   owner->start_monitor();
 
   the_node = new node(*owner, std::move(*created), *config, options->statistics);
-  if (status fits = one_page_fits(owner->size()); !fits) owner->fatal("Tmk_startup: " + fits.message());
+  if (planned == 0)  // under mpirun with no -n: known only now
+    if (status fits = one_page_fits(owner->size()); !fits)
+      owner->fatal("Tmk_startup: " + fits.message());
   status mapped = the_node->map_region();
   if (!mapped) owner->fatal("Tmk_startup: " + mapped.message());
   if (the_node->rank_ == 0) {

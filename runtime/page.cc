@@ -607,7 +607,8 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
   };
   std::vector<received> diffs;
   std::vector<reply_payload> replies;
-  std::vector<std::size_t> open(static_cast<std::size_t>(nprocs_), 0);  // each writer's first unanswered
+  // Each writer's first range not answered yet.
+  std::vector<std::size_t> open(static_cast<std::size_t>(nprocs_), 0);
   bool allocated = false;
   // The page faulted on, named in the first requests only (a request for
   // the rest names none: npages_).
@@ -802,8 +803,9 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
   // cut (its later diffs left for the asker's next request): one reply
   // carries no more than TMK_MAX_MESSAGE takes, and the diffs of a page
   // made in many intervals can take more (30 diffs of alternate words of
-  // a page, 134 kB, in merged-diffs; see fetch_diffs).  A diff alone always fits (start-up
-  // refuses a smaller limit), so every reply carries one at least.
+  // a page, 134 kB, in merged-diffs; see fetch_diffs).  A diff alone
+  // always fits (start-up refuses a smaller limit), so every reply
+  // carries one at least.
   message_writer answer(message_type::diff_reply);
   std::size_t head = answer.size();
   answer.reserve(2 * sizeof(std::uint32_t));

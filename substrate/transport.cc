@@ -344,7 +344,7 @@ void transport::service_loop() {
 // until they have come; a caller letting go of the channel with fewer
 // delivered wakes it (hand_back).
 void transport::sleep_on_doorbell(std::unique_lock<std::mutex>& own) {
-  doorbell& mine = bell_of(rank_);
+  doorbell& mine = *own_bell_;
   std::uint32_t seen = word(mine.rings).load();
   word(mine.asleep).store(1);
   std::atomic_thread_fence(std::memory_order_seq_cst);

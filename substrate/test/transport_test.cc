@@ -404,7 +404,9 @@ TEST_P(transport_failure, peer_stopped_at_finish_is_reported_by_everyone) {
                                      "interrupt", {{"TMK_PEER_TIMEOUT", "2"}});
   expect_stopped_promptly(result);
   std::string victim = std::to_string(nprocs - 1);
-  EXPECT_NE(result.err.find("sent no sign of life for 2 s (stopped or hung; TMK_PEER_TIMEOUT)"), std::string::npos) << describe(result);
+  EXPECT_NE(result.err.find("sent no sign of life for 2 s (stopped or hung; TMK_PEER_TIMEOUT)"),
+            std::string::npos)
+      << describe(result);
   for (int rank = 0; rank < nprocs - 1; ++rank)
     EXPECT_NE(result.err.find("tmk[" + std::to_string(rank) + "]: lost process " + victim),
               std::string::npos)
@@ -550,7 +552,8 @@ TEST(transport_bootstrap, missing_peer_times_out_with_its_rank) {
   EXPECT_LT(one.seconds, 10.0);
   EXPECT_NE(zero.err.find("process 2 did not arrive"), std::string::npos) << describe(zero);
   EXPECT_NE(one.err.find("process 2 did not arrive"), std::string::npos) << describe(one);
-  EXPECT_NE(zero.err.find(" within 2 s (TMK_CONNECT_TIMEOUT)"), std::string::npos) << describe(zero);
+  EXPECT_NE(zero.err.find(" within 2 s (TMK_CONNECT_TIMEOUT)"), std::string::npos)
+      << describe(zero);
 }
 
 // Processes started by hand read their own environments: two that differ
