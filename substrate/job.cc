@@ -544,9 +544,13 @@ status job::start_manual() {
                   "process 0 did not arrive at " + *config_.root + ": " +
                       connected.error().message(),
                   0);
+  return greet_root(*connected);
+}
+
+status job::greet_root(int fd) {
   connections_[0] = std::make_unique<connection>();
   connections_[0]->rank = 0;
-  connections_[0]->fd = *connected;
+  connections_[0]->fd = fd;
   std::uint32_t rank = static_cast<std::uint32_t>(rank_);
   std::string hello(reinterpret_cast<const char*>(&rank), 4);
   return send_control(*connections_[0], control_hello, hello + config_.secret);
@@ -622,12 +626,7 @@ status job::start_mpi() {
       tried += " " + words[i];
       continue;
     }
-    connections_[0] = std::make_unique<connection>();
-    connections_[0]->rank = 0;
-    connections_[0]->fd = *connected;
-    std::uint32_t rank = static_cast<std::uint32_t>(rank_);
-    std::string hello(reinterpret_cast<const char*>(&rank), 4);
-    return send_control(*connections_[0], control_hello, hello + config_.secret);
+    return greet_root(*connected);
   }
   return status(status_code::timeout, "cannot reach process 0's control port at" + tried, 0);
 }

@@ -135,6 +135,9 @@ class job {
   status start_manual();
   status start_mpi();
   status accept_children(int listen_fd, const std::string& where);
+  // A process other than 0, connected to process 0 by fd: keeps the
+  // connection and says hello (its rank and the job's secret).
+  status greet_root(int fd);
   // deadline {}: TMK_PEER_TIMEOUT from now.
   status send_control(connection& to, std::uint32_t type, const std::string& payload,
                       steady_time deadline = {});
