@@ -5,7 +5,9 @@
 # stays on this machine), starts each application with mpirun on one
 # process per namespace (a launch agent enters the namespace, as ssh would
 # reach another host), with UCX over TCP between them, and checks that every
-# run verifies its result and that the traffic crossed the namespaces.
+# run verifies its result and that the traffic crossed the namespaces;
+# then loses a process of a job started by hand across them, killed or cut
+# off, and checks that the others name it and stop within seconds.
 # Needs root (ip netns).  Everything it made is removed on exit.
 set -euo pipefail
 build=${1:?usage: multihost.sh BUILD_DIR}
@@ -100,4 +102,73 @@ run sor "$apps/sor" -m 200 -n 100 -i 3
 run jacobi "$apps/jacobi" -s 100 -i 20
 run tsp "$apps/tsp" -f "$apps/tsp-cities/cities-10.txt"
 run fft "$apps/fft" -n 8 -i 2
+
+# A process lost across hosts.  The job's three processes are started by
+# hand (TMK_RANK, TMK_ROOT), one in each namespace, over UCX's TCP
+# transport, so that tmk alone, not the launcher, notices the loss.  Once
+# all three have started, process 1 is killed, or cut off (its link
+# down: it is alive, but nothing it sends arrives).  Processes 0 and 2
+# must name process 1 and stop with a non-zero status within seconds
+# (TMK_PEER_TIMEOUT=3 and at most 10 s more), and, cut off, process 1
+# must stop too.
+declare -a lose_pids
+lose() {
+  local how=$1
+  local secret=lose-$how-$tag
+  for i in 0 1 2; do
+    TMK_RANK=$i TMK_NPROCS=3 TMK_ROOT="${net}1:$((7000 + tag % 1000))" TMK_JOB_SECRET=$secret \
+      TMK_PEER_TIMEOUT=3 TMK_LOG_LEVEL=info UCX_TLS=tcp,self UCX_NET_DEVICES=tmk0 \
+      ip netns exec "${hosts[$i]}" "$apps/jacobi" -s 200 -i 100000000 > "$work/lose-$how-$i" 2>&1 &
+    lose_pids[i]=$!
+  done
+  local started=0
+  for attempt in $(seq 1 300); do
+    started=$(cat "$work/lose-$how-0" "$work/lose-$how-1" "$work/lose-$how-2" |
+              grep -c "started: process" || true)
+    [ "$started" -eq 3 ] && break
+    sleep 0.1
+  done
+  if [ "$started" -ne 3 ]; then
+    echo "multihost: losing a process ($how) FAILED: $started of 3 processes started"
+    tail -5 "$work/lose-$how-"*
+    kill -9 "${lose_pids[@]}" 2>/dev/null || true
+    status=1
+    return
+  fi
+  local expected=(0 2)
+  case $how in
+    kill) kill -9 "${lose_pids[1]}"; wait "${lose_pids[1]}" 2>/dev/null || true ;;
+    cut) ip link set "tv$tag-1" down; expected=(0 1 2) ;;
+  esac
+  local cut_at=$SECONDS ok=1
+  for i in "${expected[@]}"; do
+    local code=0
+    while kill -0 "${lose_pids[i]}" 2>/dev/null && [ $((SECONDS - cut_at)) -le 13 ]; do sleep 0.1; done
+    if kill -0 "${lose_pids[i]}" 2>/dev/null; then
+      echo "multihost: losing a process ($how) FAILED: process $i still runs $((SECONDS - cut_at)) s on"
+      ok=0
+      continue
+    fi
+    wait "${lose_pids[i]}" || code=$?
+    local named="lost process 1"
+    [ "$i" -eq 1 ] && named="lost process [02]"
+    if [ "$code" -eq 0 ] || ! grep -q "$named" "$work/lose-$how-$i"; then
+      echo "multihost: losing a process ($how) FAILED: process $i exited with status $code"
+      tail -3 "$work/lose-$how-$i"
+      ok=0
+    fi
+  done
+  kill -9 "${lose_pids[@]}" 2>/dev/null || true
+  wait "${lose_pids[@]}" 2>/dev/null || true
+  [ "$how" = cut ] && ip link set "tv$tag-1" up
+  if [ $ok = 1 ]; then
+    echo "multihost: losing a process ($how) passed: processes ${expected[*]} stopped within" \
+         "$((SECONDS - cut_at)) s, naming it"
+    grep -h "lost process" "$work/lose-$how-"* | sed 's/^/  /'
+  else
+    status=1
+  fi
+}
+lose kill
+lose cut
 exit $status
