@@ -140,12 +140,12 @@ lose() {
     kill) kill -9 "${lose_pids[1]}"; wait "${lose_pids[1]}" 2>/dev/null || true ;;
     cut) ip link set "tv$tag-1" down; expected=(0 1 2) ;;
   esac
-  local cut_at=$SECONDS ok=1
+  local lost_at=$SECONDS ok=1
   for i in "${expected[@]}"; do
     local code=0
-    while kill -0 "${lose_pids[i]}" 2>/dev/null && [ $((SECONDS - cut_at)) -le 13 ]; do sleep 0.1; done
+    while kill -0 "${lose_pids[i]}" 2>/dev/null && [ $((SECONDS - lost_at)) -le 13 ]; do sleep 0.1; done
     if kill -0 "${lose_pids[i]}" 2>/dev/null; then
-      echo "multihost: losing a process ($how) FAILED: process $i still runs $((SECONDS - cut_at)) s on"
+      echo "multihost: losing a process ($how) FAILED: process $i still runs $((SECONDS - lost_at)) s on"
       ok=0
       continue
     fi
@@ -163,7 +163,7 @@ lose() {
   [ "$how" = cut ] && ip link set "tv$tag-1" up
   if [ $ok = 1 ]; then
     echo "multihost: losing a process ($how) passed: processes ${expected[*]} stopped within" \
-         "$((SECONDS - cut_at)) s, naming it"
+         "$((SECONDS - lost_at)) s, naming it"
     grep -h "lost process" "$work/lose-$how-"* | sed 's/^/  /'
   else
     status=1
