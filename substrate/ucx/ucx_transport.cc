@@ -698,7 +698,8 @@ status ucx_transport::post_direct(worker_state& worker, ucp_ep_h ep, int peer, c
   params.user_data = &worker;
   void* request = send_parts(ep, header, iov, payload_length, params);
   if (request == nullptr) return status::ok();
-  if (UCS_PTR_IS_ERR(request)) return ucx_status("ucp_am_send_nbx", UCS_PTR_STATUS(request));
+  if (UCS_PTR_IS_ERR(request))
+    return send_failure("ucp_am_send_nbx", UCS_PTR_STATUS(request), peer);
   ++worker.in_flight;
   ++worker.direct_in_flight;
   unsigned spins = 0;
@@ -770,7 +771,7 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
       void* request = send_parts(*ep, header, {iov, count}, payload_length, params);
       if (request == nullptr) return status::ok();
       if (UCS_PTR_STATUS(request) != UCS_ERR_NO_RESOURCE)
-        return ucx_status("ucp_am_send_nbx", UCS_PTR_STATUS(request));
+        return send_failure("ucp_am_send_nbx", UCS_PTR_STATUS(request), peer);
       // UCX 1.13 completes only its short protocol at once (up to 100 B
       // through shared memory, its own headers included).  A longer
       // message from the calling thread is sent from the caller's memory
@@ -803,8 +804,8 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
   buffer->ring_peer = to == channel::request ? peer : -1;
   memcpy(buffer->data, &header, sizeof header);
   copy_after_header(buffer->data, payload);
-  if (config_.ucx_path == ucx_data_path::am) return post_am(worker, *ep, to, buffer, total);
-  return post_tag(worker, *ep, to, buffer, total);
+  if (config_.ucx_path == ucx_data_path::am) return post_am(worker, *ep, peer, buffer, total);
+  return post_tag(worker, *ep, peer, to, buffer, total);
 }
 
 // Sends without waiting and, where UCX finds room at once, without a copy:
@@ -841,26 +842,41 @@ status ucx_transport::post_gathered(worker_state& worker, ucp_ep_h ep, int peer,
     buffer->gather.copied = buffer->data + sizeof header;
     buffer->gather.parts = nullptr;
   }
-  return sent_from(worker, buffer, request, "ucp_am_send_nbx");
+  return sent_from(worker, buffer, request, "ucp_am_send_nbx", peer);
 }
 
 // What a send from buffer became: done (the buffer back to the pool),
 // failed, or in flight until on_send_done.
+status ucx_transport::send_failure(const char* call, ucs_status_t code, int peer) {
+  switch (code) {
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_NOT_CONNECTED:
+      return status(status_code::peer_lost,
+                    "lost process " + std::to_string(peer) + ": its connection failed (" + call +
+                        ": " + ucs_status_string(code) + ")",
+                    peer);
+    default:
+      return ucx_status(call, code);
+  }
+}
+
 status ucx_transport::sent_from(worker_state& worker, send_buffer* buffer, void* request,
-                                const char* call) {
+                                const char* call, int peer) {
   if (request == nullptr) {
     return_send_buffer(worker, buffer);
     return status::ok();
   }
   if (UCS_PTR_IS_ERR(request)) {
     return_send_buffer(worker, buffer);
-    return ucx_status(call, UCS_PTR_STATUS(request));
+    return send_failure(call, UCS_PTR_STATUS(request), peer);
   }
   went_in_flight(worker, buffer);
   return status::ok();
 }
 
-status ucx_transport::post_am(worker_state& worker, ucp_ep_h ep, channel, send_buffer* buffer,
+status ucx_transport::post_am(worker_state& worker, ucp_ep_h ep, int peer, send_buffer* buffer,
                               std::size_t length) {
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -875,10 +891,11 @@ status ucx_transport::post_am(worker_state& worker, ucp_ep_h ep, channel, send_b
   void* request = ucp_am_send_nbx(ep, am_id, buffer->data, sizeof(wire_header),
                                   buffer->data + sizeof(wire_header),
                                   length - sizeof(wire_header), &params);
-  return sent_from(worker, buffer, request, "ucp_am_send_nbx");
+  return sent_from(worker, buffer, request, "ucp_am_send_nbx", peer);
 }
 
-status ucx_transport::post_tag(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
+status ucx_transport::post_tag(worker_state& worker, ucp_ep_h ep, int peer, channel to,
+                               send_buffer* buffer,
                                std::size_t length) {
   std::uint64_t kind = to == channel::request ? tag_request : tag_reply;
   auto send_one = [&](void* data, std::size_t bytes, ucp_tag_t tag,
@@ -892,7 +909,7 @@ status ucx_transport::post_tag(worker_state& worker, ucp_ep_h ep, channel to, se
     params.cb.send = &ucx_transport::on_send_done;
     params.user_data = release;
     return sent_from(worker, release, ucp_tag_send_nbx(ep, data, bytes, tag, &params),
-                     "ucp_tag_send_nbx");
+                     "ucp_tag_send_nbx", peer);
   };
 
   int size_class = size_class_of(length);

@@ -86,15 +86,19 @@ class ucx_transport final : public transport {
   send_buffer* take_send_buffer(worker_state& worker, std::size_t length);
   void return_send_buffer(worker_state& worker, send_buffer* buffer);
   void went_in_flight(worker_state& worker, send_buffer* buffer);
-  status sent_from(worker_state& worker, send_buffer* buffer, void* request, const char* call);
+  // A send refused: to a peer whose connection has failed (gone, or cut
+  // off: UCX's endpoint timed out or was reset), the peer lost, named.
+  static status send_failure(const char* call, ucs_status_t code, int peer);
+  status sent_from(worker_state& worker, send_buffer* buffer, void* request, const char* call,
+                   int peer);
   status post_direct(worker_state& worker, ucp_ep_h ep, int peer, channel to,
                      const wire_header& header, std::span<ucp_dt_iov_t> iov,
                      std::size_t payload_length);
   status post_gathered(worker_state& worker, ucp_ep_h ep, int peer, channel to,
                        const wire_header& header, parts payload, std::size_t payload_length);
-  status post_am(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
+  status post_am(worker_state& worker, ucp_ep_h ep, int peer, send_buffer* buffer,
                  std::size_t length);
-  status post_tag(worker_state& worker, ucp_ep_h ep, channel to, send_buffer* buffer,
+  status post_tag(worker_state& worker, ucp_ep_h ep, int peer, channel to, send_buffer* buffer,
                   std::size_t length);
   status prepost(worker_state& worker);
   void repost(preposted* slot);
