@@ -90,6 +90,8 @@ class job {
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   // The peer_lost status (rank and reason) once failed().
   status failure() const;
+  // Set once finish was called: a process that said goodbye may be gone.
+  bool finishing() const { return finishing_.load(); }
   // An eventfd that becomes readable once failed(); never drained.
   int failure_fd() const { return failure_fd_; }
   // Memory every process of the job maps, zeroed at start-up: one 64-byte

@@ -165,6 +165,7 @@ struct ucx_transport::send_buffer {
   worker_state* owner;
   std::size_t index;  // in worker_state::all_buffers
   int ring_peer = -1;  // the peer whose request channel it goes to (doorbells)
+  int peer = -1;       // the peer it goes to, while in flight
   gather_source gather;  // what a gathered send packs from (post_gathered)
 };
 
@@ -215,6 +216,7 @@ struct ucx_transport::worker_state {
   std::vector<chunk> chunks;
   unsigned in_flight = 0;
   unsigned direct_in_flight = 0;  // sent from the caller's memory (post)
+  ucs_status_t direct_ended = UCS_OK;  // how the last such send completed
   // Sends in flight to each peer's request channel, and their sum: with
   // doorbells, the receiver is rung while one is (transport::ring).
   std::vector<unsigned> in_flight_to;
@@ -658,8 +660,7 @@ void ucx_transport::return_send_buffer(worker_state& worker, send_buffer* buffer
 void ucx_transport::on_send_done(void* request, ucs_status_t code, void* user_data) {
   auto* buffer = static_cast<send_buffer*>(user_data);
   worker_state& worker = *buffer->owner;
-  if (code != UCS_OK && code != UCS_ERR_CANCELED)
-    TMK_LOG(debug, "send completed with %s", ucs_status_string(code));
+  if (code != UCS_OK && code != UCS_ERR_CANCELED) worker.owner->send_lost(code, buffer->peer);
   --worker.in_flight;
   int peer = buffer->ring_peer;
   if (peer >= 0) {
@@ -669,6 +670,24 @@ void ucx_transport::on_send_done(void* request, ucs_status_t code, void* user_da
   worker.owner->return_send_buffer(worker, buffer);
   ucp_request_free(request);
   if (peer >= 0) worker.owner->ring(peer);
+}
+
+// The message is lost, and nothing is ever sent twice: whoever waits for it
+// (or for its answer) would wait for ever, so the job stops here, naming
+// the process it was for and UCX's cause, as the lost process where the
+// connection failed (send_failure).  Not while the job ends (a process
+// that said goodbye may be gone) or has failed already (its failure is
+// being reported), nor for what the destructor cancels.
+void ucx_transport::send_lost(ucs_status_t code, int peer) {
+  if (closing_ || job_.failed() || job_.finishing()) {
+    TMK_LOG(debug, "a send to process %d completed with %s", peer, ucs_status_string(code));
+    return;
+  }
+  status failure = send_failure("a send's completion", code, peer);
+  std::string what = "a message in flight to process " + std::to_string(peer);
+  if (failure.code() == status_code::peer_lost) job_.fatal_lost(failure, what);
+  job_.fatal("process " + std::to_string(rank_) + ": " + what + " was lost: " +
+             failure.message());
 }
 
 namespace {
@@ -702,6 +721,7 @@ status ucx_transport::post_direct(worker_state& worker, ucp_ep_h ep, int peer, c
     return send_failure("ucp_am_send_nbx", UCS_PTR_STATUS(request), peer);
   ++worker.in_flight;
   ++worker.direct_in_flight;
+  worker.direct_ended = UCS_OK;
   unsigned spins = 0;
   while (worker.direct_in_flight > 0) {
     if (to == channel::request) ring(peer);
@@ -718,13 +738,14 @@ status ucx_transport::post_direct(worker_state& worker, ucp_ep_h ep, int peer, c
     // core: given up at every look, as a wait does.
     if (!core_per_process() || ++spins % 4096 == 0) std::this_thread::yield();
   }
+  if (worker.direct_ended != UCS_OK)
+    return send_failure("ucp_am_send_nbx (completed)", worker.direct_ended, peer);
   return status::ok();
 }
 
 void ucx_transport::on_direct_send_done(void* request, ucs_status_t code, void* user_data) {
   auto& worker = *static_cast<worker_state*>(user_data);
-  if (code != UCS_OK && code != UCS_ERR_CANCELED)
-    TMK_LOG(debug, "send completed with %s", ucs_status_string(code));
+  worker.direct_ended = code;
   --worker.in_flight;
   --worker.direct_in_flight;
   ucp_request_free(request);
@@ -872,6 +893,7 @@ status ucx_transport::sent_from(worker_state& worker, send_buffer* buffer, void*
     return_send_buffer(worker, buffer);
     return send_failure(call, UCS_PTR_STATUS(request), peer);
   }
+  buffer->peer = peer;
   went_in_flight(worker, buffer);
   return status::ok();
 }

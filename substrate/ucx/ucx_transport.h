@@ -89,6 +89,8 @@ class ucx_transport final : public transport {
   // A send refused: to a peer whose connection has failed (gone, or cut
   // off: UCX's endpoint timed out or was reset), the peer lost, named.
   static status send_failure(const char* call, ucs_status_t code, int peer);
+  // A send that failed after it went out (its completion said so).
+  void send_lost(ucs_status_t code, int peer);
   status sent_from(worker_state& worker, send_buffer* buffer, void* request, const char* call,
                    int peer);
   status post_direct(worker_state& worker, ucp_ep_h ep, int peer, channel to,
