@@ -1129,6 +1129,10 @@ status transport::wait_replies(std::span<const request_id> ids,
   for (request_id id : ids)
     if (find_pending(id) == nullptr)
       return status(status_code::invalid_argument, "wait for an unknown request");
+  // What the replies held goes back now, while the requests are out,
+  // rather than once they are answered: giving a lent buffer back to UCX
+  // took 20-30 ns of a 4 KiB round trip's 0.75 us by the clock.
+  for (reply_payload& reply : replies) reply.reset();
   status waited = wait_until_done(ids);
   for (std::size_t i = 0; i < ids.size(); ++i) {
     pending_reply* slot = find_pending(ids[i]);

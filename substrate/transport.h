@@ -271,7 +271,8 @@ class transport {
   // yet in the receiver's ring) rings while it waits, as any send must.
   status send_one_way_unrung(int peer, parts payload);
   // Calling thread: waits for the reply to id and hands its payload to
-  // reply, lent where the backend lends (what reply held before is let go).
+  // reply, lent where the backend lends (what reply held before is let go
+  // as the wait begins, whatever its outcome).
   // Ends with peer_lost if a process is lost meanwhile.
   status wait_reply(request_id id, reply_payload& reply);
   // The same, the payload copied into a vector if it was lent.

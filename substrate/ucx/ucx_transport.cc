@@ -157,6 +157,12 @@ constexpr unsigned max_caller_in_flight = 64;
 // 0.662 us a round trip, medians of 9 alternated runs).
 constexpr std::size_t gather_minimum = 1024;
 
+// Messages at most this long (tmk's header included) are first offered to
+// UCX to complete at once or not at all: its short protocol, which takes
+// up to 100 B through shared memory (its own headers included) in UCX
+// 1.13.  Longer ones go straight to the path that can wait or copy.
+constexpr std::size_t immediate_maximum = 128;
+
 struct ucx_transport::send_buffer {
   std::byte* data;
   std::size_t capacity;
@@ -774,38 +780,41 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
   }
   std::size_t total = sizeof header + payload_length;
   if (config_.ucx_path == ucx_data_path::am) {
-    // First try to send straight from the caller's memory, asking UCX to
-    // complete at once (short or copy-in protocols): no pool buffer and no
-    // extra copy.  The eager protocol is forced at every size: through
-    // shared memory its copies pipeline on both sides and beat the
-    // rendezvous round trips (64 KiB: 11 us against 72; 2 MiB: 260 against
-    // 630), and a sent message no longer needs its sender alive.
+    // Sent straight from the caller's memory where it can be: no pool
+    // buffer and no extra copy.  The eager protocol is forced at every
+    // size: through shared memory its copies pipeline on both sides and
+    // beat the rendezvous round trips (64 KiB: 11 us against 72; 2 MiB:
+    // 260 against 630), and a sent message no longer needs its sender
+    // alive.
     ucp_dt_iov_t iov[max_parts];
     std::size_t count = 0;
     for (const auto& part : payload)
       if (!part.empty() && count < max_parts)
         iov[count++] = {const_cast<std::byte*>(part.data()), part.size()};
     if (count < max_parts || payload.size() <= max_parts) {
-      ucp_request_param_t params{};
-      params.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | UCP_OP_ATTR_FIELD_FLAGS;
-      params.flags = UCP_AM_SEND_FLAG_EAGER;
-      void* request = send_parts(*ep, header, {iov, count}, payload_length, params);
-      if (request == nullptr) return status::ok();
-      if (UCS_PTR_STATUS(request) != UCS_ERR_NO_RESOURCE)
-        return send_failure("ucp_am_send_nbx", UCS_PTR_STATUS(request), peer);
-      // UCX 1.13 completes only its short protocol at once (up to 100 B
-      // through shared memory, its own headers included).  A longer
-      // message from the calling thread is sent from the caller's memory
-      // all the same and waited for here, instead of copied into a send
-      // buffer first.  For more than a segment that copy was a third of
+      // UCX is first asked to complete at once or not at all
+      // (FORCE_IMM_CMPL) where its short protocol may take the message
+      // (immediate_maximum); above, that call was refused every time, 20
+      // ns by the clock.
+      if (total <= immediate_maximum) {
+        ucp_request_param_t params{};
+        params.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | UCP_OP_ATTR_FIELD_FLAGS;
+        params.flags = UCP_AM_SEND_FLAG_EAGER;
+        void* request = send_parts(*ep, header, {iov, count}, payload_length, params);
+        if (request == nullptr) return status::ok();
+        if (UCS_PTR_STATUS(request) != UCS_ERR_NO_RESOURCE)
+          return send_failure("ucp_am_send_nbx", UCS_PTR_STATUS(request), peer);
+      }
+      // Otherwise the calling thread sends from its memory all the same and
+      // waits for UCX to have read it, which UCX has done before it returns
+      // wherever the receiver's FIFO has room for every fragment.  A copy
+      // into a send buffer first was, for more than a segment, a third of
       // the sender's copying in a stream of 32 KiB messages (`perf
       // record`), and the sender set the stream's pace: 7.0-7.7 GB/s with
       // the copy, 8.1-8.2 without (ucp_am_bw 7.9).  Within a segment, the
       // 4 KiB round trip took 0.536 us against 0.587 with the copy, 1 KiB
       // 0.431 against 0.460, and a stream of 4 KiB messages ran at 29 GB/s
-      // against 23 (`pingpong`, 5 alternated runs, medians).  UCX takes
-      // each fragment that finds room in the receiver's FIFO before it
-      // returns, so a wait is for a receiver that is behind.  Messages
+      // against 23 (`pingpong`, 5 alternated runs, medians).  Messages
       // from a thread that holds the request channel (never_wait) are
       // gathered instead (post_gathered) or, below gather_minimum, copied
       // into a send buffer.  Waiting for room, a handler would serve nothing
