@@ -270,8 +270,22 @@ void transport::service_loop() {
       continue;
     }
     if (config_.notify == notify_mode::poll) {
-      // Busy-polling never sleeps; it only yields now and then.
-      if (++idle_rounds % 1024 == 0) std::this_thread::yield();
+      // Busy-polling never sleeps; it only yields now and then, and lets
+      // go of the request channel meanwhile.  Its process's caller, on the
+      // same core where each process has one, spins in its waits there
+      // until the scheduler switches, and may take the channel and serve
+      // what comes (serve_while_waiting), as it does while the service
+      // thread sleeps: holding it, this thread left a lock acquire on 2
+      // processes waiting for that switch, 0.5 ms (BENCHMARKS.md).  Taken
+      // back without blocking: a caller's hand-back wakes no sleeper.
+      if (++idle_rounds % 1024 == 0) {
+        serving_flag = false;
+        own.unlock();
+        do std::this_thread::yield();
+        while (!own.try_lock() && !stopping_.load(std::memory_order_relaxed));
+        if (!own.owns_lock()) break;
+        serving_flag = true;
+      }
       continue;
     }
     if ((++idle_rounds & 15) != 0) continue;  // the clock costs more than a poll
@@ -1222,7 +1236,7 @@ bool transport::serve_pending() {
 }
 
 bool transport::serve_while_waiting(channel_hold& hold) {
-  if (config_.notify == notify_mode::poll || !service_.joinable()) return false;
+  if (!service_.joinable()) return false;
   if (!hold.own.owns_lock()) {
     if (!hold.own.try_lock()) return false;
     holding_flag = true;

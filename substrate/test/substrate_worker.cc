@@ -671,6 +671,33 @@ struct worker {
             echoes_on_caller.load(), count);
   }
 
+  // Echoes that reach process 0 while its caller spins in a wait (for a
+  // reply process 1 holds back until they are done), 200 us apart, longer
+  // than the service thread's spin or its 1024 idle polls between yields:
+  // the caller takes the request channel while that thread lets go of it,
+  // and serves what comes.  Process 0 prints on standard error how many
+  // echoes its calling thread served, for the test to check.
+  void wait_serves(int count) {
+    if (size == 1 || rank > 1) return;
+    if (rank == 0) {
+      op_header defer{op_defer, rank, 0, 0};
+      wait(request(1, {as_bytes_of(defer)}, "defer"), "deferred reply");
+      if (echoes_served.load() != count) fail("%d echoes served, %d sent", echoes_served.load(), count);
+      fprintf(stderr, "wait-serves: %d of %d echoes served by the calling thread\n",
+              echoes_on_caller.load(), count);
+      return;
+    }
+    await_count(deferred_count, deferred_answered, "waiting for a deferred request");
+    op_header echo{op_echo, 0, 0, 0};
+    for (int i = 0; i < count; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(200)) {
+      }
+      wait(request(0, {as_bytes_of(echo)}, "echo"), "echo during process 0's wait");
+    }
+    answer_deferred(false);
+  }
+
   // Holds this process's service thread in on_park (SIGUSR2) once it
   // sleeps, until service_release is posted.
   static inline sem_t service_release;
@@ -1232,6 +1259,7 @@ int main(int argc, char** argv) {
   else if (scenario == "interrupted") self.interrupted_waits();
   else if (scenario == "hand-back") self.hand_back(20);
   else if (scenario == "just-left-wait") self.just_left_wait(10);
+  else if (scenario == "wait-serves") self.wait_serves(20);
   else if (scenario == "caller-requests") self.caller_requests(6);
   else if (scenario == "caller-push") self.caller_push(2);
   else if (scenario == "holding-push") self.holding_push();

@@ -284,6 +284,31 @@ TEST(transport_serve_pending, a_computing_caller_serves_what_its_service_thread_
   }
 }
 
+// A caller spinning in a wait serves the requests that come to its
+// process while its service thread lets go of the request channel: asleep
+// (interrupt), or between polls, as it yields (poll).  A polling thread
+// that kept the channel left each request to wait for the scheduler to
+// switch from the caller, spinning on the same core (each process pinned
+// to its own): 0.5 ms a lock acquire (BENCHMARKS.md).  The caller's spin
+// outlasts the scenario, so that it never sleeps and hands the channel
+// back.
+TEST(transport_wait_serves, a_spinning_caller_serves_while_its_service_thread_lets_go) {
+  constexpr int echoes = 20;
+  for (const char* notify : {"poll", "interrupt"})
+    for (int index : {0, 1, 2, 3}) {
+      program_result result = run_worker("wait-serves", 2, backends[index], notify,
+                                         {{"TMK_WAIT_SPIN_US", "1000000"}});
+      std::string what = std::string(backends[index].name) + ", " + notify + "\n" + describe(result);
+      EXPECT_EQ(result.exit_code, 0) << what;
+      const std::string marker = "wait-serves: ";
+      auto at = result.err.find(marker);
+      ASSERT_NE(at, std::string::npos) << what;
+      int on_caller = std::stoi(result.err.substr(at + marker.size()));
+      EXPECT_GE(on_caller, echoes / 2) << what;
+      EXPECT_FALSE(result.stragglers) << "processes outlived the job";
+    }
+}
+
 // Two callers holding their request channels, each running a handler that
 // pushes 16 MiB to the other's request channel (substrate_worker.cc,
 // holding_push): through UCX both waited for room until the watchdog
