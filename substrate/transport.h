@@ -272,7 +272,7 @@ class transport {
   status send_one_way_unrung(int peer, parts payload);
   // Calling thread: waits for the reply to id and hands its payload to
   // reply, lent where the backend lends (what reply held before is let go
-  // as the wait begins, whatever its outcome).
+  // as the wait begins).
   // Ends with peer_lost if a process is lost meanwhile.
   status wait_reply(request_id id, reply_payload& reply);
   // The same, the payload copied into a vector if it was lent.
