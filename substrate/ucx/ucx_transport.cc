@@ -692,8 +692,7 @@ void ucx_transport::send_lost(ucs_status_t code, int peer) {
   status failure = send_failure("a send's completion", code, peer);
   std::string what = "a message in flight to process " + std::to_string(peer);
   if (failure.code() == status_code::peer_lost) job_.fatal_lost(failure, what);
-  job_.fatal("process " + std::to_string(rank_) + ": " + what + " was lost: " +
-             failure.message());
+  job_.fatal(what + " was lost: " + failure.message());
 }
 
 namespace {
@@ -926,8 +925,7 @@ status ucx_transport::post_am(worker_state& worker, ucp_ep_h ep, int peer, send_
 }
 
 status ucx_transport::post_tag(worker_state& worker, ucp_ep_h ep, int peer, channel to,
-                               send_buffer* buffer,
-                               std::size_t length) {
+                               send_buffer* buffer, std::size_t length) {
   std::uint64_t kind = to == channel::request ? tag_request : tag_reply;
   auto send_one = [&](void* data, std::size_t bytes, ucp_tag_t tag,
                       send_buffer* release) -> status {
