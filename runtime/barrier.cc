@@ -494,6 +494,11 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(
         writer_progress& progress = progress_of(entry, diffs[i].writer);
         if (diffs[i].first <= progress.applied) continue;  // in the copy already
         diff_apply(runtime_page(page), page_size_, diffs[i].bytes);
+        // Writable before the departure and still mapped so: the twin
+        // takes the diffs too, so that the next diff holds this process's
+        // writes alone (a copy of the page would take in, and lose, what
+        // another thread of the program wrote since the seal).
+        if (entry.twin != nullptr) diff_apply(entry.twin, page_size_, diffs[i].bytes);
         progress.applied = diffs[i].last;
         ++applied_count;
       }
@@ -528,10 +533,6 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(
               unread[diffs[i].writer].push_back(page);
         entry.pushed_unread = true;
       } else if (entry.twin != nullptr) {
-        // Writable before the departure and still mapped so: the twin,
-        // whose writes incorporate() made a diff of, takes the diffs too,
-        // so that the next diff holds this process's writes alone.
-        memcpy(entry.twin, runtime_page(page), page_size_);
         set_state(page, page_state::read_write);
       } else {
         set_state(page, page_state::read_only);
@@ -542,12 +543,9 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(
   // Of still_mapped, the pages left invalid lose their mapping.
   std::vector<std::uint32_t> invalidated;
   for (std::uint32_t page : still_mapped)
-    if (state_of(page) == page_state::invalid) {
-      page_extra& entry = extra(page);
-      if (entry.twin != nullptr) drop_twin(entry);
-      invalidated.push_back(page);
-    }
+    if (state_of(page) == page_state::invalid) invalidated.push_back(page);
   protect_pages(invalidated, page_state::invalid);
+  retire_twins(invalidated);
   counters_.diffs_applied.fetch_add(applied_count, std::memory_order_relaxed);
   return unread;
 }

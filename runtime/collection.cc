@@ -27,6 +27,7 @@
 // through as a user barrier's does: a process that has called it keeps
 // taking part until every process has.
 #include <algorithm>
+#include <vector>
 
 #include "log.h"
 #include "node.h"
@@ -125,6 +126,20 @@ void node::handle_collection_call(const incoming_request& request, message_reade
 // inside its wait: takes part in the collection called, if any.
 void node::collect_if_called() {
   if (collections_called_.load(std::memory_order_acquire) <= collections_done_) return;
+  {
+    // Every twinned page is protected first, its twin kept until the end:
+    // another thread of the program that writes one meanwhile faults, and
+    // waits in the fault for this call to end, so that no write is made
+    // while the collection seals, fetches and drops (a write made after
+    // process 0 fetched the page's diff would go with the twin).  The
+    // collection leaves these pages read-only in any case.
+    std::lock_guard lock(mutex_);
+    std::vector<std::uint32_t> twinned;
+    extras_.for_each([&](std::uint32_t page, page_extra& entry) {
+      if (entry.twin != nullptr) twinned.push_back(page);
+    });
+    protect_pages(twinned, page_state::read_only);
+  }
   std::uint32_t number =
       barrier_round(collection_entry_barrier, barrier_kind::collection_entry, "garbage collection");
   collect_garbage();
@@ -175,15 +190,14 @@ void node::collect_garbage() {
   // Every process keeps its diffs until process 0 has what it needs.
   barrier_round(collection_phase_barrier, barrier_kind::collection_phase, "garbage collection");
   lock.lock();
-  std::vector<std::uint32_t> sealed;
+  // Every twinned page was protected as the collection began
+  // (collect_if_called): its twin goes, and it stays read-only.
   extras_.for_each([&](std::uint32_t page, page_extra& entry) {
     if (entry.twin != nullptr) {
       drop_twin(entry);
       set_state(page, page_state::read_only);
-      sealed.push_back(page);
     }
   });
-  protect_pages(sealed, page_state::read_only);
   extras_.clear();
   diffs_.clear();
   clear_notices();

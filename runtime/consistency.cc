@@ -67,8 +67,6 @@ void node::close_interval() {
           twinned_[kept++] = page;
           continue;
         }
-        drop_twin(*entry);
-        set_state(page, page_state::read_only);
         unwritten.push_back(page);
         continue;
       }
@@ -78,7 +76,26 @@ void node::close_interval() {
   }
   twinned_.resize(kept);
   judge_first_spills(spills_written, spills_unwritten);
+  // Protected before their twins go: another thread of the program may
+  // have written one since it was compared, and such a page keeps its
+  // twin, written, and is opened again.  Dropped first and protected
+  // after, its write was in no diff (api_worker's thread-calls scenario).
   protect_pages(unwritten, page_state::read_only);
+  std::vector<std::uint32_t> reopened;
+  for (std::uint32_t page : unwritten) {
+    page_extra& entry = *extras_.find(page);
+    if (memcmp(entry.twin, readable_page(page), page_size_) == 0) {
+      drop_twin(entry);
+      set_state(page, page_state::read_only);
+      continue;
+    }
+    entry.speculative = false;
+    entry.idle_closes = 0;
+    twinned_.push_back(page);
+    twinned_sorted_ = false;
+    reopened.push_back(page);
+  }
+  protect_pages(reopened, page_state::read_write);
   if (!twinned_sorted_) {
     // Sorted up to the pages twinned out of order since the last interval,
     // usually a few: sort those and merge, not the whole list.
@@ -92,6 +109,15 @@ void node::close_interval() {
   written.reserve(twinned_.size());  // grown a page at a time: 9 allocations a close in Jacobi
   for (std::uint32_t page : twinned_)
     if (!extras_.find(page)->speculative) written.push_back(page);
+  // Written by another thread of the program since the last close, in
+  // pages whose twins went since with a seal of those writes
+  // (retire_twins).
+  if (!written_since_close_.empty()) {
+    written.insert(written.end(), written_since_close_.begin(), written_since_close_.end());
+    written_since_close_.clear();
+    std::sort(written.begin(), written.end());
+    written.erase(std::unique(written.begin(), written.end()), written.end());
+  }
   if (written.empty() || extends_last_interval(written)) return;
   ++time_[rank_];
   // The unwritten twins' next writes belong to the interval after this one.
@@ -278,11 +304,12 @@ bool node::incorporate(std::vector<interval_record>& records, std::vector<std::u
           // 0 carries writes of intervals not heard of yet): a diff is
           // ordered by its first interval, so writes made after hearing of
           // the other writer's must start a diff of their own, ordered after
-          // it.  The application waits in this call and cannot write: the
-          // writes so far become a diff and the twin a copy of the page
-          // (unless an earlier notice of this message did that already), and
-          // the page stays writable, its twin speculative: the next interval
-          // lists the page only if it is written.
+          // it.  The writes so far become a diff and the twin takes it
+          // (unless an earlier notice of this message did that already; the
+          // program waits in this call, but another of its threads may be
+          // writing the page: see seal), and the page stays writable, its
+          // twin speculative: the next interval lists the page only if it
+          // is written.
           page_extra& entry = extra(page);
           if (entry.twin != nullptr && entry.twin_start <= time_[rank_]) seal_in_place(page, entry);
           if (record.index <= applied(page, owner)) continue;  // in a range applied already
@@ -291,7 +318,6 @@ bool node::incorporate(std::vector<interval_record>& records, std::vector<std::u
             still_mapped->push_back(page);
             continue;
           }
-          if (entry.twin != nullptr) drop_twin(entry);
           invalidated.push_back(page);
         }
       }
@@ -300,6 +326,7 @@ bool node::incorporate(std::vector<interval_record>& records, std::vector<std::u
     if (!intervals_.add(std::move(record))) return false;
   }
   protect_pages(invalidated, page_state::invalid);
+  retire_twins(invalidated);
   counters_.write_notices.fetch_add(notices, std::memory_order_relaxed);
   return true;
 }

@@ -345,11 +345,13 @@ class node {
   std::vector<std::uint32_t> make_writable(std::uint32_t page);
   std::uint32_t first_write_reach(std::uint32_t page);
   void judge_first_spills(std::size_t written, std::size_t unwritten);
+  void seal(page_extra& extra, const std::byte* contents);
   const sealed_diff& seal_in_place(std::uint32_t page, page_extra& extra);
   void seal_while_writable(std::uint32_t page, page_extra& extra);
-  void record_diff(std::uint32_t page, page_extra& extra, const std::byte* contents = nullptr);
+  void record_diff(page_extra& extra, const std::byte* contents);
   void shrink_diffs();
   void drop_twin(page_extra& extra);
+  void retire_twins(const std::vector<std::uint32_t>& pages);
   void validate(std::uint32_t page, std::unique_lock<std::mutex>& lock, bool first_read = false);
   // Whole copies from process 0, brought up to date by fetch_diffs before
   // they are written to the memfd.
@@ -510,6 +512,9 @@ class node {
   std::vector<std::uint32_t*> notices_;
   page_table extras_;
   std::vector<std::uint32_t> twinned_;  // pages with a twin (maybe stale entries)
+  // Pages whose twins went (retire_twins) with a seal of writes made since
+  // the last close: the next close lists them.
+  std::vector<std::uint32_t> written_since_close_;
   std::vector<std::uint32_t> subscribed_;  // pages with readers (maybe stale entries)
   bool twinned_sorted_ = true;
   // How far a first write to a page opens the never-written pages after
@@ -523,7 +528,6 @@ class node {
   std::vector<std::byte> shrink_scratch_;  // shrink_diffs' diff being made smaller
   std::vector<std::uint8_t> shrink_written_;  // and the bytes written after it
   page_pool twins_;                     // the memory of every twin (populated.h)
-  std::vector<std::byte> snapshot_;      // a page copied while the application may write it
   std::vector<std::span<const std::byte>> merge_parts_;  // diffs of a page to merge for a reader
   std::vector<std::byte> merged_;                         // and their merge
   vector_time time_;  // intervals incorporated, per process

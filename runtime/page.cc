@@ -255,48 +255,52 @@ void node::judge_first_spills(std::size_t written, std::size_t unwritten) {
   first_write_reach_ = std::clamp<std::uint32_t>(run, 1, most);
 }
 
-// Seals a page the application cannot write meanwhile: the diff against
-// the twin is recorded, and the twin becomes a copy of the page, starting
-// with the next interval.  The twin is speculative: the page is listed
-// again only if it is written.
-const sealed_diff& node::seal_in_place(std::uint32_t page, page_extra& entry) {
-  record_diff(page, entry);
-  memcpy(entry.twin, readable_page(page), page_size_);
+// Seals a page: the diff of its contents against the twin is recorded,
+// and the twin takes that diff, starting with the next interval.  The
+// twin is speculative: the page is listed again only if it is written.
+// The application may be writing the page meanwhile: another of its
+// threads, while this one waits in the runtime, or the program itself
+// while the service thread serves a request.  Each word of the page is
+// read for the diff once, and the twin becomes exactly what the diff
+// says, not a second read of the page: a write the diff missed differs
+// from the new twin and goes into the next diff; one it caught is in this
+// diff (as a seal's diff may also hold writes of the open interval) and
+// not again.  Copying the page into the twin instead lost the writes made
+// between the diff and the copy (api_worker's thread-calls scenario: a
+// thread's write to a page while another took a lock, 12 runs of 20).
+// Through readable_page (seal_in_place, a page the calling thread's own
+// program waits on) or the runtime view (seal_while_writable, for a
+// request, whose read races with the program's writes by design, and
+// ThreadSanitizer, which sees the same address, would report it).
+void node::seal(page_extra& entry, const std::byte* contents) {
+  record_diff(entry, contents);
+  diff_apply(entry.twin, page_size_, entry.diffs.back().bytes);
   entry.twin_start = time_[rank_] + 1;
   entry.speculative = true;
   entry.idle_closes = 0;
+}
+
+const sealed_diff& node::seal_in_place(std::uint32_t page, page_extra& entry) {
+  seal(entry, readable_page(page));
   return entry.diffs.back();
 }
 
-// Seals a page the application may be writing meanwhile, as serving a diff
-// or page request does, without taking its write permission away: that
-// mprotect would have to stop the application's CPU (a TLB shootdown,
-// 270-310 us from the service thread on the machine of BENCHMARKS.md for a
-// run of 16 pages) and would cost the application a write fault later.
-// The page is copied once; the diff is made against that copy, which
-// becomes the twin.  A write the copy missed differs from the new twin and
-// goes into the next diff; one it caught is in this diff (as a seal's diff
-// may also hold writes of the open interval) and not again.  The twin is
-// speculative: the page is listed again only if it is written.
+// Without taking the page's write permission away: that mprotect would
+// have to stop the application's CPU (a TLB shootdown, 270-310 us from the
+// service thread on the machine of BENCHMARKS.md for a run of 16 pages)
+// and would cost the application a write fault later.
 void node::seal_while_writable(std::uint32_t page, page_extra& entry) {
-  snapshot_.resize(page_size_);
-  memcpy(snapshot_.data(), runtime_page(page), page_size_);
-  record_diff(page, entry, snapshot_.data());
-  memcpy(entry.twin, snapshot_.data(), page_size_);
-  entry.twin_start = time_[rank_] + 1;
-  entry.speculative = true;
-  entry.idle_closes = 0;
+  seal(entry, runtime_page(page));
 }
 
-// The diff of a page (or of contents, a copy of it) against its twin,
-// labelled with the intervals it covers, kept for the processes that ask
+// The diff of a page's contents (read through one of its views) against
+// its twin, labelled with the intervals it covers, kept for the processes that ask
 // for it.
-void node::record_diff(std::uint32_t page, page_extra& entry, const std::byte* contents) {
+void node::record_diff(page_extra& entry, const std::byte* contents) {
   if (diffs_.full(diff_max_bytes(page_size_))) shrink_diffs();
   std::byte* room = diffs_.room(diff_max_bytes(page_size_));
   if (room == nullptr) job_.fatal("out of memory for the diff of a page");
-  std::size_t size = diff_create(entry.twin, contents != nullptr ? contents : readable_page(page),
-                                 page_size_, room);
+  std::size_t size = diff_create(entry.twin, contents, page_size_, room);
   sealed_diff sealed{entry.twin_start, std::max(entry.twin_start, time_[rank_]),
                      diffs_.keep_made(size)};
   diff_bytes_ += sealed.bytes.size() + sizeof sealed;
@@ -308,6 +312,26 @@ void node::drop_twin(page_extra& entry) {
   twins_.give(entry.twin);
   entry.twin = nullptr;
   --twin_count_;
+}
+
+// Drops the twins of pages just protected (invalid now): the program can
+// no longer write them, and what another of its threads wrote since their
+// last seal, while this thread waited in the runtime, becomes a diff
+// first instead of going with the twin.  Such writes came after the last
+// close: the next close lists the page (written_since_close_).  In a
+// program of one thread the page equals its twin here (sealed when the
+// notice came), and the twin just goes.
+void node::retire_twins(const std::vector<std::uint32_t>& pages) {
+  for (std::uint32_t page : pages) {
+    page_extra* entry = extras_.find(page);
+    if (entry == nullptr || entry->twin == nullptr) continue;
+    bool sealed_since_close = entry->twin_start > time_[rank_];
+    if (!sealed_since_close || memcmp(entry->twin, runtime_page(page), page_size_) != 0) {
+      seal(*entry, runtime_page(page));
+      if (sealed_since_close) written_since_close_.push_back(page);
+    }
+    drop_twin(*entry);
+  }
 }
 
 // Makes page valid, and with it the pages after it, within

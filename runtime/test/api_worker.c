@@ -477,6 +477,81 @@ static void threads(void) {
   finish("threads");
 }
 
+/* Shared memory written by one thread of a process while another calls
+ * Tmk_*: in each round a second thread takes and releases locks (one of
+ * its own process's, whose acquires need no message, and one that every
+ * process takes, adding to a count under it), or, in every third round,
+ * passes barriers with the other processes' second threads, while the
+ * main thread writes the process's block, pausing after the first word
+ * of each page.  The main thread then joins it, and every process reads
+ * the whole array after a barrier.  The closes, seals and invalidations
+ * of the second thread's calls race with the main thread's writes, and
+ * none may lose one: a close that dropped an unwritten twin and then
+ * protected its page lost the write made in between (the page's first
+ * word, in 12 runs of 20 of a program like this one). */
+enum { calls_pages = 24, calls_rounds = 15, calls_turns = 20 };
+static long *calls_count;
+
+static void *take_locks_meanwhile(void *arg) {
+  int turn;
+  int barriers = *(int *)arg;
+  for (turn = 0; turn < calls_turns; turn++) {
+    if (barriers) {
+      if (turn % 4 == 0) Tmk_barrier(3);
+      continue;
+    }
+    Tmk_lock_acquire(10 + Tmk_proc_id);
+    Tmk_lock_release(10 + Tmk_proc_id);
+    Tmk_lock_acquire(1);
+    (*calls_count)++;
+    Tmk_lock_release(1);
+  }
+  return NULL;
+}
+
+static void write_block_slowly(int round) {
+  long words = (long)calls_pages * PAGE_WORDS;
+  long begin = words * Tmk_proc_id / Tmk_nprocs, end = words * (Tmk_proc_id + 1) / Tmk_nprocs, i;
+  for (i = begin; i < end; i++) {
+    shared_ints[i] = round * 7 + (int)i;
+    if (i % PAGE_WORDS == 0) usleep(20);
+  }
+}
+
+static void thread_calls(void) {
+  int round, barrier_rounds = 0;
+  long i, words = (long)calls_pages * PAGE_WORDS;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((unsigned)(words * sizeof(int)));
+    calls_count = Tmk_malloc(sizeof(long));
+    *calls_count = 0;
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+    Tmk_distribute(&calls_count, sizeof calls_count);
+  }
+  Tmk_barrier(0);
+  for (round = 0; round < calls_rounds; round++) {
+    pthread_t other;
+    int barriers = round % 3 == 2;
+    barrier_rounds += barriers;
+    if (pthread_create(&other, NULL, take_locks_meanwhile, &barriers) != 0)
+      Tmk_errexit("thread-calls: pthread_create failed");
+    write_block_slowly(round);
+    pthread_join(other, NULL);
+    Tmk_barrier(1);
+    for (i = 0; i < words; i++)
+      check(shared_ints[i] == round * 7 + i,
+            "an element written while another thread of its process called Tmk_*", shared_ints[i],
+            round * 7 + i);
+    Tmk_barrier(2);
+  }
+  Tmk_lock_acquire(1);
+  check(*calls_count == (long)(calls_rounds - barrier_rounds) * calls_turns * Tmk_nprocs,
+        "the count the second threads kept under a lock", *calls_count,
+        (long)(calls_rounds - barrier_rounds) * calls_turns * Tmk_nprocs);
+  Tmk_lock_release(1);
+  finish("thread-calls");
+}
+
 /* Tmk_stat counts the program's own messages, and only those; what the
  * substrate exchanges at start-up (TMK_WARM_UP) is not counted.  By the
  * end of the first barrier every process but 0 has sent its arrival and
@@ -2037,6 +2112,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "barriers") == 0) barriers();
   else if (strcmp(scenario, "top-pages") == 0) top_pages();
   else if (strcmp(scenario, "threads") == 0) threads();
+  else if (strcmp(scenario, "thread-calls") == 0) thread_calls();
   else if (strcmp(scenario, "traffic-counts") == 0) traffic_counts(scenario, 0);
   else if (strcmp(scenario, "traffic-counts-late") == 0) traffic_counts(scenario, 1);
   else if (strcmp(scenario, "boundary-rows") == 0) boundary_rows();
