@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace tmk {
@@ -111,7 +112,13 @@ result<std::uint64_t> parse_size(const char* name, const std::string& value, std
 }
 
 result<double> parse_seconds(const char* name, const std::string& value, double min, double max) {
-  std::string range = "expected seconds from " + std::to_string(min) + " to " + std::to_string(max);
+  // As a person writes them: 0.2 and 86400, not 0.200000 and 86400.000000.
+  auto seconds = [](double value) {
+    char text[32];
+    snprintf(text, sizeof text, "%g", value);
+    return std::string(text);
+  };
+  std::string range = "expected seconds from " + seconds(min) + " to " + seconds(max);
   errno = 0;
   char* end = nullptr;
   double parsed = strtod(value.c_str(), &end);

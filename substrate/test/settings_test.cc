@@ -36,6 +36,9 @@ TEST(settings, seconds_and_choices) {
   EXPECT_FALSE(parse_seconds("X", "0.01", 0.1, 10));
   EXPECT_FALSE(parse_seconds("X", "nan", 0.1, 10));
   EXPECT_FALSE(parse_seconds("X", "5s", 0.1, 10));
+  auto out_of_range = parse_seconds("TMK_Z", "0", 0.2, 86400);
+  ASSERT_FALSE(out_of_range);
+  EXPECT_EQ(out_of_range.error().message(), "TMK_Z=0: expected seconds from 0.2 to 86400");
   static const char* const words[] = {"a", "b"};
   EXPECT_EQ(*parse_choice("X", "b", words), 1);
   auto bad = parse_choice("TMK_Y", "c", words);
