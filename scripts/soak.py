@@ -6,7 +6,7 @@ here) and settings: the substrate, doorbells, how long a ring is held
 back, how many pages a fault brings, how soon process 0 looks for a
 deadlock, a small garbage-collection threshold, and runs it once.  The programs check themselves: the runtime's seeded
 random programs against their sequential oracle (api_worker -t stress,
-and its lock, barrier and collection scenarios), the four applications
+and its lock, barrier, collection and thread scenarios), the four applications
 at small sizes against their sequential runs, and the substrate's
 scenarios.  A run fails when it exits non-zero, does not report that it
 passed, outlives --timeout (a hang), or says that a message sent with a
@@ -47,7 +47,7 @@ def pick_program(rng, build):
         scenario = rng.choice(["release-acquire", "false-sharing", "byte-sharing", "barriers",
                                "conditions", "garbage", "garbage-locks", "copy-order", "free-reuse",
                                "lock-pushes", "lock-again", "many-intervals", "pushes-stop",
-                               "merged-diffs", "shrunk-diffs"])
+                               "merged-diffs", "shrunk-diffs", "threads", "thread-calls"])
         env = {}
         argv = [api, "-t", scenario]
         if scenario == "garbage":
@@ -58,6 +58,8 @@ def pick_program(rng, build):
             env["TMK_GC_THRESHOLD"] = "16K"
         if scenario == "shrunk-diffs":
             env["TMK_GC_THRESHOLD"] = "4M"
+        if scenario == "thread-calls" and rng.random() < 0.5:
+            env["TMK_GC_THRESHOLD"] = "16K"  # collections while another thread writes
         lowest = 4 if scenario in ("copy-order", "free-reuse") else 2
         return argv, scenario + ": passed", lowest, env
     if kind == "app":
