@@ -265,13 +265,12 @@ void node::judge_first_spills(std::size_t written, std::size_t unwritten) {
 // says, not a second read of the page: a write the diff missed differs
 // from the new twin and goes into the next diff; one it caught is in this
 // diff (as a seal's diff may also hold writes of the open interval) and
-// not again.  Copying the page into the twin instead lost the writes made
-// between the diff and the copy (api_worker's thread-calls scenario: a
-// thread's write to a page while another took a lock, 12 runs of 20).
-// Through readable_page (seal_in_place, a page the calling thread's own
-// program waits on) or the runtime view (seal_while_writable, for a
-// request, whose read races with the program's writes by design, and
-// ThreadSanitizer, which sees the same address, would report it).
+// not again (a copy of the page made after the diff would take in, and
+// lose, the writes made between the two).  Through readable_page
+// (seal_in_place, a page the calling thread's own program waits on) or
+// the runtime view (seal_while_writable, for a request, whose read races
+// with the program's writes by design, and ThreadSanitizer, which sees
+// the same address, would report it).
 void node::seal(page_extra& entry, const std::byte* contents) {
   record_diff(entry, contents);
   diff_apply(entry.twin, page_size_, entry.diffs.back().bytes);
@@ -294,8 +293,8 @@ void node::seal_while_writable(std::uint32_t page, page_extra& entry) {
 }
 
 // The diff of a page's contents (read through one of its views) against
-// its twin, labelled with the intervals it covers, kept for the processes that ask
-// for it.
+// its twin, labelled with the intervals it covers, kept for the processes
+// that ask for it.
 void node::record_diff(page_extra& entry, const std::byte* contents) {
   if (diffs_.full(diff_max_bytes(page_size_))) shrink_diffs();
   std::byte* room = diffs_.room(diff_max_bytes(page_size_));
