@@ -143,6 +143,9 @@ struct transport_counters {
   std::uint64_t messages_received = 0;
   std::uint64_t bytes_received = 0;
   std::uint64_t service_wakeups = 0;  // times the service thread slept and woke
+  // Times it woke and found its caller holding the request channel, and
+  // so slept again.
+  std::uint64_t service_held_wakeups = 0;
   std::uint64_t nudges = 0;  // signals to another process's caller to yield (nudge_peers)
 };
 
@@ -609,6 +612,7 @@ class transport {
   thread_counters caller_counters_;
   thread_counters service_counters_;
   std::atomic<std::uint64_t> service_wakeups_{0};
+  std::atomic<std::uint64_t> service_held_wakeups_{0};
   std::atomic<std::uint64_t> nudges_{0};  // sent by the calling thread
   // The last message delivered here that was sent with a ring (every
   // request, and every one-way message but those sent unrung) and how many
