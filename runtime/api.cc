@@ -33,8 +33,10 @@ tmk::node& started(const char* call) {
 // The node, once the calling thread has its turn (node::caller_turn).
 struct in_turn {
   tmk::node& self;
+  tmk::node::inside in;
   std::unique_lock<std::recursive_mutex> turn;
-  explicit in_turn(const char* call) : self(started(call)), turn(self.caller_turn()) {}
+  explicit in_turn(const char* call)
+      : self(started(call)), in(self, call), turn(self.caller_turn()) {}
 };
 }  // namespace
 

@@ -21,6 +21,8 @@ namespace tmk {
 
 namespace {
 node* the_node = nullptr;
+// The runtime's entry the calling thread is in (node::inside), if any.
+thread_local const char* inside_runtime = nullptr;
 
 int fault_handler(void* address, int) {
   node* self = the_node;
@@ -32,12 +34,29 @@ int fault_handler(void* address, int) {
 // the end is collective all the same.
 void exit_hook(int exit_status, void*) {
   if (the_node == nullptr || the_node->finished()) return;
+  node::inside in(*the_node, "exit");
   auto turn = the_node->caller_turn();
   the_node->exit(exit_status, true);
 }
 }  // namespace
 
 node* node::instance() { return the_node; }
+
+node::inside::inside(node& self, const char* what, const void* address) : before_(inside_runtime) {
+  if (before_ != nullptr) {
+    char entering[96];
+    if (address != nullptr)
+      snprintf(entering, sizeof entering, "shared memory touched (at %p)", address);
+    else
+      snprintf(entering, sizeof entering, "%s called", what);
+    self.job_.fatal(std::string(entering) + " by a signal handler that interrupted " + before_ +
+                    " on the same thread: a signal handler may not call Tmk_* or touch shared "
+                    "memory while its thread is in the runtime");
+  }
+  inside_runtime = what;
+}
+
+node::inside::~inside() { inside_runtime = before_; }
 
 node::node(job& owner, std::unique_ptr<transport> link, const runtime_config& config,
            bool statistics)

@@ -228,6 +228,23 @@ class node {
     return std::unique_lock<std::recursive_mutex>(caller_turn_);
   }
 
+  // While it lives, the calling thread is inside the runtime: in the call
+  // named, in a page fault, or ending the process at exit.  A signal
+  // handler of the program's that interrupts the thread there and calls
+  // Tmk_* or touches shared memory would enter the runtime again in the
+  // middle of changing its state, and wait for ever for a lock its own
+  // thread holds: the job stops instead, with a message naming both.
+  class inside {
+   public:
+    inside(node& self, const char* what, const void* address = nullptr);
+    ~inside();
+    inside(const inside&) = delete;
+    inside& operator=(const inside&) = delete;
+
+   private:
+    const char* before_;
+  };
+
  private:
   node(job& owner, std::unique_ptr<transport> link, const runtime_config& config, bool statistics);
   status map_region();

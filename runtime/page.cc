@@ -110,6 +110,7 @@ bool node::handle_fault(void* address) {
   auto* at = static_cast<std::byte*>(address);
   if (at < shared_base_ || at >= shared_base_ + config_.shared_size) return false;
   auto page = static_cast<std::uint32_t>((at - shared_base_) / static_cast<std::ptrdiff_t>(page_size_));
+  inside in(*this, "a page fault", address);
   auto turn = caller_turn();
   // The program computed up to here: requests that came meanwhile may be
   // waiting for the core this thread holds (transport::serve_pending).

@@ -29,6 +29,7 @@
 #include <random>
 
 #include "log.h"
+#include "signal_mask.h"
 
 namespace tmk {
 
@@ -560,8 +561,11 @@ status job::start_mpi() {
   // Only the thread that starts the job calls MPI; the job's own threads
   // (the monitor, the service thread) run beside it.
   int provided;
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-    return status(status_code::transport_error, "MPI_Init failed");
+  {
+    program_signals_blocked blocked;  // for the threads MPI starts
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+      return status(status_code::transport_error, "MPI_Init failed");
+  }
   mpi_initialized_ = true;
   if (provided < MPI_THREAD_FUNNELED)
     TMK_LOG(warn, "this MPI library runs one thread a process only (MPI_THREAD_FUNNELED not "
@@ -838,7 +842,10 @@ void job::broadcast(std::uint32_t type, const std::string& payload, int except_r
 void job::start_monitor() {
   unwatch_mpi();
   if (size_ == 1 || monitor_.joinable()) return;
-  monitor_ = std::thread([this] { monitor_loop(); });
+  {
+    program_signals_blocked blocked;
+    monitor_ = std::thread([this] { monitor_loop(); });
+  }
   pthread_setname_np(monitor_.native_handle(), "tmk-monitor");
 }
 
@@ -1207,6 +1214,7 @@ void job::watch_mpi(double seconds, const std::string& what) {
     std::lock_guard lock(mutex_);
     mpi_watch_over_ = false;
   }
+  program_signals_blocked blocked;
   mpi_watch_ = std::thread([this, seconds, what] {
     std::unique_lock lock(mutex_);
     if (changed_.wait_until(lock, seconds_from_now(seconds), [this] { return mpi_watch_over_; }))

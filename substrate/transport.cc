@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "log.h"
+#include "signal_mask.h"
 #include "sockets/sockets_transport.h"
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
@@ -134,6 +135,7 @@ result<std::unique_ptr<transport>> transport::create(job& owner, const substrate
   settings.insert(settings.end(), also.begin(), also.end());
   status agreed = owner.agree(settings);
   if (!agreed) return agreed;
+  program_signals_blocked blocked;  // for the threads UCX starts
   if (config.backend == backend_kind::sockets) return sockets_transport::create(owner, config);
   return ucx_transport::create(owner, config);
 }
@@ -204,6 +206,7 @@ status transport::start(request_handler handler) {
       return errno_status("epoll_ctl");
   }
   handler_ = std::move(handler);
+  program_signals_blocked blocked;
   service_ = std::thread([this] {
     service_loop();
     std::lock_guard own(request_lock_);
@@ -311,10 +314,12 @@ void transport::service_loop() {
     serving_flag = false;
     own.unlock();
     int ready;
+    int wait_error = 0;  // errno from epoll_wait, before anything else can change it
     while (true) {
       epoll_event events[2];
       ready = epoll_wait(service_epoll_, events, 2, 1000);
-      if ((ready < 0 && errno != EINTR) || stopping_.load() || own.try_lock()) break;
+      wait_error = ready < 0 ? errno : 0;
+      if ((ready < 0 && wait_error != EINTR) || stopping_.load() || own.try_lock()) break;
       // Woken for a request that the caller holding the channel serves, or
       // by a hand-back whose channel a caller has taken again since: back
       // to sleep, deaf to the channel (epoll reported it once).  The
@@ -341,10 +346,10 @@ void transport::service_loop() {
     if (nudged_.exchange(false) && !stopping_.load()) {  // hand_back's wake-up: spent
       empty_event_fd(wake_fd_);
     }
-    if (ready < 0 && errno != EINTR) {
-      TMK_LOG(error, "service thread: epoll_wait: %s", strerror(errno));
-      break;
-    }
+    // A stop, not an error, ends this thread: without it nothing would
+    // answer this process's requests, and every other process would wait.
+    if (ready < 0 && wait_error != EINTR)
+      job_.fatal(std::string("service thread: epoll_wait: ") + strerror(wait_error));
     service_wakeups_.fetch_add(1, std::memory_order_relaxed);
     last_activity = clock_type::now();
   }

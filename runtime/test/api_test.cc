@@ -103,7 +103,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "whole-and-diffs", "strided-first-writes", "heap-end-writes", "read-past-own",
                                          "read-passed-over",
                                          "merged-diffs", "lock-pushes", "lock-ids", "lock-again",
-                                         "many-intervals", "threads", "thread-calls"),
+                                         "many-intervals", "threads", "thread-calls", "program-signals"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
 
@@ -351,6 +351,35 @@ TEST(api_isolation, two_jobs_at_once_do_not_interfere) {
   EXPECT_EQ(second.exit_code, 0) << describe(second);
   EXPECT_NE(first.out.find("stress: passed"), std::string::npos);
   EXPECT_NE(second.out.find("stress: passed"), std::string::npos);
+}
+
+// A signal handler that touches shared memory, or calls Tmk_*, while its
+// thread is in the runtime (in a barrier's wait here) stops the job at
+// once, naming both; it must not wait for the peer timeout.
+TEST(api_misuse_more, a_signal_handler_entering_the_runtime_again_is_reported) {
+  for (const char* substrate : {"ucx", "sockets"}) {
+    for (int nprocs : {2, 3}) {
+      program_result touched = run_worker("handler-touches", nprocs, substrate);
+      EXPECT_NE(touched.exit_code, 0) << describe(touched);
+      EXPECT_LT(touched.seconds, 20.0) << describe(touched);
+      EXPECT_NE(touched.err.find("process 1 stopped the job: shared memory touched (at 0x"), std::string::npos)
+          << describe(touched);
+      EXPECT_NE(touched.err.find(") by a signal handler that interrupted Tmk_barrier on the same thread: "
+                                 "a signal handler may not call Tmk_* or touch shared memory while its "
+                                 "thread is in the runtime"),
+                std::string::npos)
+          << describe(touched);
+      EXPECT_FALSE(touched.stragglers);
+      program_result called = run_worker("handler-calls", nprocs, substrate);
+      EXPECT_NE(called.exit_code, 0) << describe(called);
+      EXPECT_LT(called.seconds, 20.0) << describe(called);
+      EXPECT_NE(called.err.find("process 1 stopped the job: Tmk_lock_acquire called by a signal handler "
+                                "that interrupted Tmk_barrier on the same thread"),
+                std::string::npos)
+          << describe(called);
+      EXPECT_FALSE(called.stragglers);
+    }
+  }
 }
 
 TEST(api_misuse_more, mismatched_barrier_ids_are_reported) {

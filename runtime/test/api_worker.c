@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -550,6 +552,115 @@ static void thread_calls(void) {
         (long)(calls_rounds - barrier_rounds) * calls_turns * Tmk_nprocs);
   Tmk_lock_release(1);
   finish("thread-calls");
+}
+
+/* A program that handles signals of its own: SIGALRM from a timer every
+ * 100 us, without SA_RESTART, while the processes write their blocks,
+ * pass barriers and take a lock.  The kernel gives a signal sent to the
+ * process to any thread not blocking it; the program's handler must run
+ * on the program's own thread, never on one of the runtime's (its service
+ * thread, its monitor, UCX's), where it interrupted a thread holding the
+ * runtime's locks, and a handler reading shared memory hung the process.
+ * The runtime's own system calls, interrupted on the main thread, go on. */
+enum { signal_pages = 8, signal_rounds = 30 };
+static pid_t signal_main_thread;
+static volatile sig_atomic_t signals_on_main, signals_elsewhere;
+
+static void count_signal(int signal_number) {
+  (void)signal_number;
+  if ((pid_t)syscall(SYS_gettid) == signal_main_thread)
+    signals_on_main++;
+  else
+    signals_elsewhere++;
+}
+
+static void program_signals(void) {
+  struct sigaction on_alarm;
+  struct itimerval every = {{0, 100}, {0, 100}}, off = {{0, 0}, {0, 0}};
+  long i, words = (long)signal_pages * PAGE_WORDS;
+  int round;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((unsigned)(words * sizeof(int)));
+    shared_longs = Tmk_malloc(sizeof(long));
+    *shared_longs = 0;
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+    Tmk_distribute(&shared_longs, sizeof shared_longs);
+  }
+  Tmk_barrier(0);
+  signal_main_thread = (pid_t)syscall(SYS_gettid);
+  memset(&on_alarm, 0, sizeof on_alarm);
+  on_alarm.sa_handler = count_signal;
+  sigemptyset(&on_alarm.sa_mask);
+  sigaction(SIGALRM, &on_alarm, NULL);
+  setitimer(ITIMER_REAL, &every, NULL);
+  for (round = 0; round < signal_rounds; round++) {
+    long begin = words * Tmk_proc_id / Tmk_nprocs, end = words * (Tmk_proc_id + 1) / Tmk_nprocs;
+    for (i = begin; i < end; i++) shared_ints[i] = round * 31 + (int)i;
+    usleep(300); /* a signal or two comes meanwhile */
+    Tmk_barrier(1);
+    for (i = 0; i < words; i++)
+      check(shared_ints[i] == round * 31 + i, "an element written while signals came",
+            shared_ints[i], round * 31 + i);
+    Tmk_lock_acquire(1);
+    (*shared_longs)++;
+    Tmk_lock_release(1);
+    Tmk_barrier(2);
+  }
+  setitimer(ITIMER_REAL, &off, NULL);
+  Tmk_lock_acquire(1);
+  check(*shared_longs == (long)signal_rounds * Tmk_nprocs, "the count kept under a lock while signals came",
+        *shared_longs, (long)signal_rounds * Tmk_nprocs);
+  Tmk_lock_release(1);
+  check(signals_elsewhere == 0, "signals the program's handler took on a thread of the runtime's",
+        signals_elsewhere, 0);
+  check(signals_on_main >= signal_rounds, "signals the program's handler took on its own thread (at least)",
+        signals_on_main, signal_rounds);
+  finish("program-signals");
+}
+
+/* A signal handler that enters the runtime again: process 1's handler
+ * runs 50 ms into its wait at a barrier (the others arrive after 500 ms)
+ * and reads a page process 0 wrote before the last barrier, invalid
+ * there (touch), or calls Tmk_lock_acquire.  The runtime, in the middle
+ * of the barrier on that same thread, cannot serve either: the job stops
+ * at once with a message naming both.  Before, the fault or the acquire
+ * ran inside the barrier's wait, a wait within a wait; the same fault
+ * interrupting Tmk_lock_release's mprotect waited for a lock its own
+ * thread held, until the peer timeout (30 s) called the process lost. */
+static volatile sig_atomic_t handler_read;
+
+static void touch_shared(int signal_number) {
+  (void)signal_number;
+  handler_read += shared_ints[0];
+}
+
+static void call_runtime(int signal_number) {
+  (void)signal_number;
+  Tmk_lock_acquire(3);
+}
+
+static void handler_reentry(int touch) {
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc(PAGE_WORDS * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  if (Tmk_proc_id == 0) shared_ints[0] = 1;
+  Tmk_barrier(1);
+  if (Tmk_proc_id == 1) {
+    struct sigaction on_alarm;
+    struct itimerval once = {{0, 0}, {0, 50000}};
+    memset(&on_alarm, 0, sizeof on_alarm);
+    on_alarm.sa_handler = touch ? touch_shared : call_runtime;
+    sigemptyset(&on_alarm.sa_mask);
+    sigaction(SIGALRM, &on_alarm, NULL);
+    setitimer(ITIMER_REAL, &once, NULL);
+  } else {
+    usleep(500000);
+  }
+  Tmk_barrier(2);
+  check(0, "a barrier that a signal handler entered the runtime during", 0, 1);
+  finish(touch ? "handler-touches" : "handler-calls");
 }
 
 /* Tmk_stat counts the program's own messages, and only those; what the
@@ -2113,6 +2224,9 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "top-pages") == 0) top_pages();
   else if (strcmp(scenario, "threads") == 0) threads();
   else if (strcmp(scenario, "thread-calls") == 0) thread_calls();
+  else if (strcmp(scenario, "program-signals") == 0) program_signals();
+  else if (strcmp(scenario, "handler-touches") == 0) handler_reentry(1);
+  else if (strcmp(scenario, "handler-calls") == 0) handler_reentry(0);
   else if (strcmp(scenario, "traffic-counts") == 0) traffic_counts(scenario, 0);
   else if (strcmp(scenario, "traffic-counts-late") == 0) traffic_counts(scenario, 1);
   else if (strcmp(scenario, "boundary-rows") == 0) boundary_rows();

@@ -57,6 +57,7 @@ enum op : std::uint32_t {
   op_caller_push = 12,  // to the calling thread: send the requester (or, b > 0,
                         // process b - 1) `a` bytes of pattern(c) as one
                         // op_count, then reply empty
+  op_open_park = 13,    // on the service thread: let SIGUSR2 (the park) reach it, then reply
 };
 
 struct op_header {
@@ -234,6 +235,20 @@ struct worker {
       case op_go:
         go_count.fetch_add(1);
         break;
+      case op_open_park: {
+        // The runtime's threads block the program's signals (signal_mask.h);
+        // a handler of the test's, run on the service thread, opens this one.
+        sigset_t park;
+        sigemptyset(&park);
+        sigaddset(&park, SIGUSR2);
+        if (std::this_thread::get_id() == calling_thread)
+          fail("the request that opens the park reached the calling thread");
+        else
+          pthread_sigmask(SIG_UNBLOCK, &park, nullptr);
+        park_opened.store(true);
+        link->reply(incoming.token(), {});
+        break;
+      }
       case op_caller: {
         if (std::this_thread::get_id() != calling_thread || transport::serving_requests())
           fail("a request to the calling thread was handled by the service thread");
@@ -308,7 +323,9 @@ struct worker {
   // two to a core, took 1.5-8.6 s instead of 0.3-1.5).  Every wake-up that
   // finds the channel held must have a cause: at most a few per message
   // received and per wait.
-  void held_waits(int rounds) {
+  // Each round every process asks every process for an echo, then passes
+  // a barrier at process 0 (a deferred reply); the number of waits.
+  int echo_rounds(int rounds) {
     int waits = 0;
     op_header echo{op_echo, 0, 0, 0};
     for (int round = 0; round < rounds; ++round) {
@@ -326,6 +343,11 @@ struct worker {
         ++waits;
       }
     }
+    return waits;
+  }
+
+  void held_waits(int rounds) {
+    int waits = echo_rounds(rounds);
     transport_counters counters = link->counters();
     std::uint64_t bound = 4 * (counters.messages_received + static_cast<std::uint64_t>(waits)) + 16;
     if (counters.service_held_wakeups > bound)
@@ -639,6 +661,53 @@ struct worker {
     }
   }
 
+  // A job suspended and resumed (Ctrl-Z and fg, a batch system's suspend)
+  // goes on.  Process 1 stops and continues process 0, its parent, over
+  // and over while the processes exchange echoes and pass barriers; each
+  // continue interrupts the sleeps of process 0's threads (EINTR), and a
+  // service thread that took an interrupted sleep for an error would leave
+  // its loop, answering nothing more.  Then process 0 computes outside the
+  // substrate while every other process asks it for an echo: its service
+  // thread must answer them at once.
+  void suspended(int rounds) {
+    if (size == 1) return;
+    std::atomic<bool> done{false};
+    std::atomic<int> stops{0};
+    std::thread stopper;
+    if (rank == 1)
+      stopper = std::thread([&] {
+        pid_t parent = getppid();
+        for (int turn = 0; !done.load(); ++turn) {
+          kill(parent, SIGSTOP);
+          std::this_thread::sleep_for(std::chrono::microseconds(50 + turn % 7 * 40));
+          kill(parent, SIGCONT);
+          stops.fetch_add(1);
+          std::this_thread::sleep_for(std::chrono::microseconds(300));
+        }
+      });
+    echo_rounds(rounds);
+    if (stopper.joinable()) {
+      done.store(true);
+      stopper.join();
+      if (stops.load() < 10) fail("process 0 was stopped only %d times", stops.load());
+    }
+    op_header echo{op_echo, 0, 0, 0};
+    if (rank == 0) {
+      int target = echoes_served.load() + size - 1;
+      send_go(1, size - 1);
+      auto start = std::chrono::steady_clock::now();
+      while (echoes_served.load() < target) {
+        if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "computing");
+        if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(500))
+          the_job->fatal("requests to a computing process unanswered after 500 ms, after it was "
+                         "stopped and continued");
+      }
+    } else {
+      await_count(go_count, 0, "waiting for a go");
+      wait(request(0, {as_bytes_of(echo)}, "echo"), "echo while process 0 computes");
+    }
+  }
+
   // A request that reaches a process just after its caller came out of a
   // wait, the caller then computing outside the substrate: it is answered
   // by the service thread at once, not when the caller waits again (a
@@ -690,6 +759,10 @@ struct worker {
     if (size == 1 || rank > 1) return;
     op_header echo{op_echo, 0, 0, 0};
     if (rank == 0) {
+      if (park_service) {
+        op_header open{op_open_park, 0, 0, 0};
+        wait(request(1, {as_bytes_of(open)}, "open the park"), "the park opened");
+      }
       await_count(go_count, 0, "waiting for process 1 to compute");
       for (int i = 0; i < count; ++i)
         wait(request(1, {as_bytes_of(echo)}, "echo"), "echo from a computing process 1");
@@ -745,12 +818,24 @@ struct worker {
   // sleeps, until service_release is posted.
   static inline sem_t service_release;
   static inline std::atomic<bool> service_parked{false};
+  std::atomic<bool> park_opened{false};  // op_open_park handled
   static void on_park(int) {
     service_parked.store(true);
     while (sem_wait(&service_release) != 0) {
     }
   }
   bool park_service_thread() {
+    // Opened by process 0's request, which only the service thread can
+    // take while this one waits outside the substrate.
+    auto asked = std::chrono::steady_clock::now();
+    while (!park_opened.load()) {
+      if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting for the park to open");
+      if (std::chrono::steady_clock::now() - asked > std::chrono::seconds(5)) {
+        fail("no request opened the park within 5 s");
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
     std::vector<pid_t> service = threads_named("tmk-service");
     if (service.size() != 1) {
       fail("%zu threads named tmk-service, expected 1", service.size());
@@ -1302,6 +1387,7 @@ int main(int argc, char** argv) {
   else if (scenario == "interrupted") self.interrupted_waits();
   else if (scenario == "hand-back") self.hand_back(20);
   else if (scenario == "held-waits") self.held_waits(300);
+  else if (scenario == "suspended") self.suspended(300);
   else if (scenario == "just-left-wait") self.just_left_wait(10);
   else if (scenario == "wait-serves") self.wait_serves(20);
   else if (scenario == "caller-requests") self.caller_requests(6);

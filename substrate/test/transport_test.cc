@@ -107,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     interrupt_peers, transport_scenario,
     ::testing::Combine(::testing::Values("hand-back", "caller-requests", "caller-push", "just-left-wait",
-                                         "unrung", "held-waits"),
+                                         "unrung", "held-waits", "suspended"),
                        ::testing::Values(2, 3, 4, 8),
                        ::testing::Values(0, 1, 2), ::testing::Values("interrupt")),
     scenario_name);
@@ -124,7 +124,8 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     armed, transport_scenario,
     ::testing::Combine(::testing::Values("all-pairs", "sizes", "forward", "burst", "stream", "deferred", "interrupted", "lent",
-                                         "hand-back", "caller-requests", "just-left-wait", "unrung", "held-waits"),
+                                         "hand-back", "caller-requests", "just-left-wait", "unrung", "held-waits",
+                                         "suspended"),
                        ::testing::Values(2, 3, 8), ::testing::Values(3), ::testing::Values("interrupt")),
     scenario_name);
 
