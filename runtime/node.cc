@@ -2,6 +2,7 @@
 // dispatch and the collective end of a process.
 #include "node.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <sigsegv.h>
@@ -24,10 +25,64 @@ node* the_node = nullptr;
 // The runtime's entry the calling thread is in (node::inside), if any.
 thread_local const char* inside_runtime = nullptr;
 
+// A program's own handlers of SIGSEGV and SIGBUS, as Tmk_startup found
+// them (not UCX's, installed as its library loads): a fault outside the
+// shared region goes on to them.  libsigsegv calls fault_handler with the
+// address alone; take_fault, in front of it, keeps the kernel's details
+// for the program's handler.
+struct program_fault_action {
+  int signal_number;
+  struct sigaction action;
+  bool handled = false;  // the program had a handler of its own
+};
+program_fault_action program_faults[] = {{SIGSEGV, {}}, {SIGBUS, {}}};
+struct sigaction libsigsegv_actions[2];
+thread_local int fault_signal = 0;
+thread_local siginfo_t* fault_info = nullptr;
+thread_local void* fault_context = nullptr;
+
+void note_program_fault_handlers() {
+  for (auto& fault : program_faults) {
+    if (sigaction(fault.signal_number, nullptr, &fault.action) != 0) continue;
+    void* handler = (fault.action.sa_flags & SA_SIGINFO) != 0
+                        ? reinterpret_cast<void*>(fault.action.sa_sigaction)
+                        : reinterpret_cast<void*>(fault.action.sa_handler);
+    if (handler == reinterpret_cast<void*>(SIG_DFL) || handler == reinterpret_cast<void*>(SIG_IGN))
+      continue;
+    Dl_info where{};
+    fault.handled = !(dladdr(handler, &where) != 0 && where.dli_fname != nullptr &&
+                      strstr(where.dli_fname, "libucs") != nullptr);
+  }
+}
+
+void take_fault(int signal_number, siginfo_t* info, void* context) {
+  int index = signal_number == SIGSEGV ? 0 : 1;
+  int outer_signal = fault_signal;
+  siginfo_t* outer_info = fault_info;
+  void* outer_context = fault_context;
+  fault_signal = signal_number;
+  fault_info = info;
+  fault_context = context;
+  libsigsegv_actions[index].sa_sigaction(signal_number, info, context);
+  fault_signal = outer_signal;
+  fault_info = outer_info;
+  fault_context = outer_context;
+}
+
 int fault_handler(void* address, int) {
   node* self = the_node;
-  if (self == nullptr) return 0;
-  return self->handle_fault(address) ? 1 : 0;
+  if (self != nullptr && self->handle_fault(address)) return 1;
+  for (auto& fault : program_faults) {
+    if (!fault.handled || fault.signal_number != fault_signal) continue;
+    // As if the program's handler had been the only one: it returns to
+    // the faulting instruction, or does not return.
+    if ((fault.action.sa_flags & SA_SIGINFO) != 0)
+      fault.action.sa_sigaction(fault_signal, fault_info, fault_context);
+    else
+      fault.action.sa_handler(fault_signal);
+    return 1;
+  }
+  return 0;  // the default action: an ordinary crash
 }
 
 // Runs when a process returns from main (or calls exit) without Tmk_exit:
@@ -88,6 +143,7 @@ void node::startup(int argc, char** argv) {
     log_message(log_level::error, "Tmk_startup: called twice");
     ::exit(1);
   }
+  note_program_fault_handlers();
   if (auto level = setting_value("TMK_LOG_LEVEL")) {
     static const char* const words[] = {"error", "warn", "info", "debug", "trace"};
     auto choice = parse_choice("TMK_LOG_LEVEL", *level, words);
@@ -252,9 +308,20 @@ status node::map_region() {
 
 void node::install_fault_handler() {
   // After UCX and MPI, which install handlers of their own: a fault outside
-  // the region goes back to the default action, an ordinary crash.
-  if (nprocs_ > 1 && sigsegv_install_handler(&fault_handler) < 0)
+  // the region goes to the program's handler, if it had one when
+  // Tmk_startup began, or else to the default action, an ordinary crash.
+  if (nprocs_ == 1) return;
+  if (sigsegv_install_handler(&fault_handler) < 0)
     job_.fatal("Tmk_startup: cannot catch page faults on this platform");
+  int index = 0;
+  for (int signal_number : {SIGSEGV, SIGBUS}) {
+    struct sigaction& installed = libsigsegv_actions[index++];
+    if (sigaction(signal_number, nullptr, &installed) != 0 || (installed.sa_flags & SA_SIGINFO) == 0)
+      continue;  // libsigsegv does not catch this one here
+    struct sigaction in_front = installed;
+    in_front.sa_sigaction = take_fault;
+    sigaction(signal_number, &in_front, nullptr);
+  }
 }
 
 // A request to this process itself is handled in place, on the calling

@@ -618,6 +618,68 @@ static void program_signals(void) {
   finish("program-signals");
 }
 
+/* A program with a SIGSEGV handler of its own, installed before
+ * Tmk_startup, for memory of its own: private pages mapped PROT_NONE,
+ * opened by the handler at their first touch, while the processes write
+ * and read shared memory, whose faults are the runtime's.  A fault
+ * outside the shared region goes on to the program's handler (with the
+ * kernel's siginfo); before, the runtime's handler took its place, and
+ * process 0 crashed at its first private fault. */
+enum { own_pages = 64, own_rounds = 5 };
+static char *own_region;
+static long own_page_bytes;
+static volatile sig_atomic_t own_faults;
+
+static void open_own_page(int signal_number, siginfo_t *info, void *context) {
+  char *at = info->si_addr;
+  (void)signal_number;
+  (void)context;
+  if (at >= own_region && at < own_region + own_pages * own_page_bytes) {
+    mprotect((void *)((uintptr_t)at & ~(uintptr_t)(own_page_bytes - 1)), (size_t)own_page_bytes,
+             PROT_READ | PROT_WRITE);
+    own_faults++;
+    return;
+  }
+  signal(SIGSEGV, SIG_DFL); /* not ours: crash there */
+}
+
+static void install_own_fault_handler(void) {
+  struct sigaction own;
+  own_page_bytes = sysconf(_SC_PAGESIZE);
+  own_region = mmap(NULL, (size_t)(own_pages * own_page_bytes), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (own_region == MAP_FAILED) abort();
+  memset(&own, 0, sizeof own);
+  own.sa_sigaction = open_own_page;
+  own.sa_flags = SA_SIGINFO;
+  sigemptyset(&own.sa_mask);
+  sigaction(SIGSEGV, &own, NULL);
+}
+
+static void own_fault_handler(void) {
+  long words = 16L * PAGE_WORDS, i;
+  int round, page;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((unsigned)(words * sizeof(int)));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (round = 0; round < own_rounds; round++) {
+    for (i = Tmk_proc_id; i < words; i += Tmk_nprocs) shared_ints[i] = round + (int)i;
+    for (page = 0; page < own_pages; page++) own_region[page * own_page_bytes + round] = (char)round;
+    Tmk_barrier(1);
+    for (i = 0; i < words; i++)
+      check(shared_ints[i] == round + i, "a shared element beside the program's own faults", shared_ints[i],
+            round + i);
+    Tmk_barrier(2);
+  }
+  check(own_faults == own_pages, "faults the program's own handler took", own_faults, own_pages);
+  for (page = 0; page < own_pages; page++)
+    check(own_region[page * own_page_bytes + own_rounds - 1] == own_rounds - 1,
+          "a byte of the program's own memory", own_region[page * own_page_bytes + own_rounds - 1],
+          own_rounds - 1);
+  finish("own-fault-handler");
+}
+
 /* A signal handler that enters the runtime again: process 1's handler
  * runs 50 ms into its wait at a barrier (the others arrive after 500 ms)
  * and reads a page process 0 wrote before the last barrier, invalid
@@ -2215,6 +2277,7 @@ int main(int argc, char **argv) {
     handed_block = (volatile long *)((char *)flags + 64);
   }
   if (strcmp(scenario, "exit-streams") == 0) atexit(handler_before_startup);
+  if (strcmp(scenario, "own-fault-handler") == 0) install_own_fault_handler();
   Tmk_startup(argc, argv);
   if (strcmp(scenario, "exit-streams") == 0) return exit_streams();
   if (strcmp(scenario, "release-acquire") == 0) release_acquire();
@@ -2226,6 +2289,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "thread-calls") == 0) thread_calls();
   else if (strcmp(scenario, "program-signals") == 0) program_signals();
   else if (strcmp(scenario, "handler-touches") == 0) handler_reentry(1);
+  else if (strcmp(scenario, "own-fault-handler") == 0) own_fault_handler();
   else if (strcmp(scenario, "handler-calls") == 0) handler_reentry(0);
   else if (strcmp(scenario, "traffic-counts") == 0) traffic_counts(scenario, 0);
   else if (strcmp(scenario, "traffic-counts-late") == 0) traffic_counts(scenario, 1);
