@@ -1045,7 +1045,10 @@ void job::kill_child(connection& child) {
 }
 
 std::string job::death_reason(connection& from) {
-  if (mode_ != launch_mode::fork || rank_ != 0) return "closed its connection";
+  // Only process 0 of a forked job, the others' parent, can tell how a
+  // process ended.
+  const std::string closed = "closed its connection without Tmk_exit (it exited, crashed or was killed)";
+  if (mode_ != launch_mode::fork || rank_ != 0) return closed;
   // The connection closes as the process dies; give the kernel a moment to
   // make it a zombie so that the reason can be told.
   for (int attempt = 0; attempt < 50; ++attempt) {
@@ -1061,7 +1064,7 @@ std::string job::death_reason(connection& from) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  return "closed its connection";
+  return closed;
 }
 
 void job::peer_gone(connection& from, const std::string& reason) {
