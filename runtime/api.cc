@@ -1,5 +1,7 @@
 // api.cc — the public C API: TreadMarks's calls, each a thin shell around
 // the node that checks Tmk_startup came first.
+#include <unistd.h>
+
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +27,13 @@ tmk::node& started(const char* call) {
   }
   if (self->finished()) {  // from an exit handler the program registered
     tmk::log_message(tmk::log_level::error, "%s: called after Tmk_exit", call);
+    _exit(1);
+  }
+  if (tmk::node::in_forked_child()) {
+    tmk::log_message(tmk::log_level::error,
+                     "%s: called in process %d, a child the program forked after Tmk_startup: only "
+                     "the job's own processes may call Tmk_*",
+                     call, static_cast<int>(getpid()));
     _exit(1);
   }
   return *self;

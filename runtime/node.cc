@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sigsegv.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -24,6 +25,10 @@ namespace {
 node* the_node = nullptr;
 // The runtime's entry the calling thread is in (node::inside), if any.
 thread_local const char* inside_runtime = nullptr;
+// In a child the program forked after Tmk_startup: the runtime, its
+// connections and its view of shared memory are its parent's.
+bool forked_away = false;
+void note_forked_away() { forked_away = true; }
 
 // A program's own handlers of SIGSEGV and SIGBUS, as Tmk_startup found
 // them (not UCX's, installed as its library loads): a fault outside the
@@ -88,7 +93,9 @@ int fault_handler(void* address, int) {
 // Runs when a process returns from main (or calls exit) without Tmk_exit:
 // the end is collective all the same.
 void exit_hook(int exit_status, void*) {
-  if (the_node == nullptr || the_node->finished()) return;
+  // A child the program forked ends as a plain process: the job is its
+  // parent's to end.
+  if (the_node == nullptr || the_node->finished() || forked_away) return;
   node::inside in(*the_node, "exit");
   auto turn = the_node->caller_turn();
   the_node->exit(exit_status, true);
@@ -96,6 +103,8 @@ void exit_hook(int exit_status, void*) {
 }  // namespace
 
 node* node::instance() { return the_node; }
+
+bool node::in_forked_child() { return forked_away; }
 
 node::inside::inside(node& self, const char* what, const void* address) : before_(inside_runtime) {
   if (before_ != nullptr) {
@@ -251,6 +260,8 @@ void node::startup(int argc, char** argv) {
   Tmk_page_size = static_cast<unsigned>(self->page_size_);
   Tmk_npages = self->npages_;
   on_exit(exit_hook, nullptr);
+  // After the job's own forks (its processes are no program's children).
+  pthread_atfork(nullptr, nullptr, note_forked_away);
   TMK_LOG(info, "started: process %d of %d (%s), %s, shared region %#llx + %llu bytes",
           self->rank_, self->nprocs_, launch_mode_name(owner->mode()),
           self->link_->describe().c_str(), static_cast<unsigned long long>(config->shared_base),

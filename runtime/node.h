@@ -188,6 +188,9 @@ struct runtime_counters {
 class node {
  public:
   static node* instance();
+  // In a child the program forked after Tmk_startup, which may not use the
+  // runtime or shared memory.
+  static bool in_forked_child();
   // Tmk_startup.  Stops the program with a message on bad options.
   static void startup(int argc, char** argv);
 

@@ -109,6 +109,14 @@ writer_progress& node::progress_of(page_extra& page, int writer) {
 bool node::handle_fault(void* address) {
   auto* at = static_cast<std::byte*>(address);
   if (at < shared_base_ || at >= shared_base_ + config_.shared_size) return false;
+  if (in_forked_child()) {
+    // Its faults would be served over its parent's connections.
+    log_message(log_level::error,
+                "shared memory touched (at %p) in process %d, a child the program forked "
+                "after Tmk_startup: only the job's own processes may use shared memory",
+                address, static_cast<int>(getpid()));
+    _exit(1);
+  }
   auto page = static_cast<std::uint32_t>((at - shared_base_) / static_cast<std::ptrdiff_t>(page_size_));
   inside in(*this, "a page fault", address);
   auto turn = caller_turn();

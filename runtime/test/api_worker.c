@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -678,6 +679,64 @@ static void own_fault_handler(void) {
           "a byte of the program's own memory", own_region[page * own_page_bytes + own_rounds - 1],
           own_rounds - 1);
   finish("own-fault-handler");
+}
+
+/* Children a program forks after Tmk_startup (not fork and exec, which
+ * never see the runtime) are plain processes: one that calls exit() ends
+ * alone, where its exit hook took part in the job's end over its parent's
+ * connections and the job hung; one that touches a shared page not valid
+ * here, or calls Tmk_*, stops with a message (status 1) and leaves the
+ * job alone.  The parents' shared data and the job go on. */
+static int child_status(void (*body)(void)) {
+  int status = -1;
+  pid_t child = fork();
+  if (child < 0) Tmk_errexit("forked-child: fork failed");
+  if (child == 0) {
+    body();
+    _exit(0);
+  }
+  if (waitpid(child, &status, 0) != child) Tmk_errexit("forked-child: waitpid failed");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void child_exits(void) { exit(3); }
+
+static int *unread_page; /* written by another process, never read by this one */
+
+static void child_reads(void) { exit(unread_page[0] == 0 ? 4 : 5); }
+
+static void child_calls(void) { Tmk_barrier(5); }
+
+static void forked_child(void) {
+  long i, words = 4L * PAGE_WORDS;
+  int round;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((unsigned)(words * sizeof(int)));
+    shared_longs = Tmk_malloc(3 * Tmk_nprocs * PAGE_WORDS * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+    Tmk_distribute(&shared_longs, sizeof shared_longs);
+  }
+  Tmk_barrier(0);
+  for (round = 1; round <= 3; round++) {
+    int *pages = (int *)shared_longs + (long)(round - 1) * Tmk_nprocs * PAGE_WORDS;
+    for (i = Tmk_proc_id; i < words; i += Tmk_nprocs) shared_ints[i] = round * (int)i;
+    pages[Tmk_proc_id * PAGE_WORDS] = round;
+    Tmk_barrier(1);
+    unread_page = pages + (Tmk_proc_id + 1) % Tmk_nprocs * PAGE_WORDS;
+    int exited = child_status(child_exits), called;
+    check(exited == 3, "the status of a child that called exit(3)", exited, 3);
+    if (Tmk_nprocs > 1) {
+      int read = child_status(child_reads);
+      check(read == 1, "the status of a child that read shared memory", read, 1);
+    }
+    check(unread_page[0] == round, "a page the child could not read", unread_page[0], round);
+    called = child_status(child_calls);
+    check(called == 1, "the status of a child that called Tmk_barrier", called, 1);
+    for (i = 0; i < words; i++)
+      check(shared_ints[i] == round * i, "a shared element after the children", shared_ints[i], round * i);
+    Tmk_barrier(2);
+  }
+  finish("forked-child");
 }
 
 /* A signal handler that enters the runtime again: process 1's handler
@@ -2290,6 +2349,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "program-signals") == 0) program_signals();
   else if (strcmp(scenario, "handler-touches") == 0) handler_reentry(1);
   else if (strcmp(scenario, "own-fault-handler") == 0) own_fault_handler();
+  else if (strcmp(scenario, "forked-child") == 0) forked_child();
   else if (strcmp(scenario, "handler-calls") == 0) handler_reentry(0);
   else if (strcmp(scenario, "traffic-counts") == 0) traffic_counts(scenario, 0);
   else if (strcmp(scenario, "traffic-counts-late") == 0) traffic_counts(scenario, 1);
