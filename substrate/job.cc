@@ -1148,7 +1148,12 @@ void job::die(int exit_code) {
 int job::finish(int exit_status) {
   finishing_.store(true);
   TMK_LOG(debug, "finish: start");
-  if (size_ == 1) return exit_status;
+  if (size_ == 1) {
+    // Started by mpirun all the same (mpirun -np 1), which wants
+    // MPI_Finalize from every process it started.
+    finalize_mpi();
+    return exit_status;
+  }
   auto failed_during_exit = [this] { fatal_lost(failure(), "Tmk_exit"); };
   if (rank_ != 0) {
     status sent = send_control(*connections_[0], control_bye,
@@ -1201,14 +1206,17 @@ int job::finish(int exit_status) {
       if (exit_status == 0) exit_status = child_status;
     }
   }
-  if (mpi_initialized_) {
-    // Open MPI's MPI_Finalize waits for every process of the job.
-    watch_mpi(10, "MPI_Finalize (a process of the job never reached it)");
-    MPI_Finalize();
-    unwatch_mpi();
-    mpi_initialized_ = false;
-  }
+  finalize_mpi();
   return exit_status;
+}
+
+void job::finalize_mpi() {
+  if (!mpi_initialized_) return;
+  // Open MPI's MPI_Finalize waits for every process of the job.
+  watch_mpi(10, "MPI_Finalize (a process of the job never reached it)");
+  MPI_Finalize();
+  unwatch_mpi();
+  mpi_initialized_ = false;
 }
 
 void job::watch_mpi(double seconds, const std::string& what) {

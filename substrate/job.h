@@ -194,6 +194,8 @@ class job {
   // A bound on MPI's own waits (start-up, MPI_Finalize), which have none:
   // past it the process says what it waited for and exits (watch_mpi).
   void watch_mpi(double seconds, const std::string& what);
+  // MPI_Finalize, if this process called MPI_Init, under a watch.
+  void finalize_mpi();
   void unwatch_mpi();
   std::thread mpi_watch_;
   bool mpi_watch_over_ = false;  // under mutex_

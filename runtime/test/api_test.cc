@@ -512,6 +512,24 @@ TEST(api_deadlock_checks, is_reported_under_mpirun) {
             std::string::npos)
       << describe(result);
 }
+
+// A program started by mpirun, alone or with others, passes and ends as
+// mpirun expects (a job of one skipped MPI_Finalize, and mpirun called it
+// "exiting improperly", status 1); with timers of its own, whose signals
+// never reach the threads MPI starts either.
+TEST(api_mpirun, jobs_of_one_and_three_end_cleanly) {
+  for (const char* nprocs : {"1", "3"}) {
+    program_result result =
+        run_program({TMK_MPIEXEC, "-np", nprocs, "--allow-run-as-root", "--oversubscribe", API_WORKER, "-t",
+                     "program-signals"},
+                    {}, 120);
+    EXPECT_EQ(result.exit_code, 0) << describe(result);
+    EXPECT_NE(result.out.find(std::string("program-signals: passed on ") + nprocs + " processes"),
+              std::string::npos)
+        << describe(result);
+    EXPECT_EQ(result.err.find("exiting improperly"), std::string::npos) << describe(result);
+  }
+}
 #endif
 
 // TMK_DEADLOCK_CHECK=0 turns the looks off: the deadlock is left to the
