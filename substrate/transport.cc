@@ -1344,6 +1344,14 @@ void transport::hand_back(channel_hold& hold) {
     }
     if (hold.served || deaf) {
       serving_scope serving;
+      // What has come is served first: listened to again with a request
+      // waiting in it, the channel wakes the service thread at once, and
+      // a caller entering its next wait takes the channel before that
+      // thread runs, again and again (a request that came at the end of a
+      // short wait stayed there through 40 wake-ups a wait under
+      // ThreadSanitizer, the held-waits scenario).
+      while (progress(channel::request) != 0 && !job_.failed()) {
+      }
       // A send to a lost process may never finish: the job is ending then.
       while (!arm(channel::request) && !job_.failed()) {
         progress(channel::request);

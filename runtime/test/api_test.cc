@@ -357,7 +357,11 @@ TEST(api_isolation, two_jobs_at_once_do_not_interfere) {
 // A signal handler that touches shared memory, or calls Tmk_*, while its
 // thread is in the runtime (in a barrier's wait here) stops the job at
 // once, naming both; it must not wait for the peer timeout.
-TEST(api_misuse_more, a_signal_handler_entering_the_runtime_again_is_reported) {
+// ThreadSanitizer runs a program's handler of an asynchronous signal from
+// its own, where the fault of a read of shared memory cannot be caught
+// (the process dies of SIGSEGV): the tsan preset leaves the touching test
+// out.
+TEST(api_signal_handlers, touching_shared_memory_inside_the_runtime_is_reported) {
   for (const char* substrate : {"ucx", "sockets"}) {
     for (int nprocs : {2, 3}) {
       program_result touched = run_worker("handler-touches", nprocs, substrate);
@@ -371,6 +375,13 @@ TEST(api_misuse_more, a_signal_handler_entering_the_runtime_again_is_reported) {
                 std::string::npos)
           << describe(touched);
       EXPECT_FALSE(touched.stragglers);
+    }
+  }
+}
+
+TEST(api_signal_handlers, calling_tmk_inside_the_runtime_is_reported) {
+  for (const char* substrate : {"ucx", "sockets"}) {
+    for (int nprocs : {2, 3}) {
       program_result called = run_worker("handler-calls", nprocs, substrate);
       EXPECT_NE(called.exit_code, 0) << describe(called);
       EXPECT_LT(called.seconds, 20.0) << describe(called);
