@@ -326,12 +326,13 @@ void transport::service_loop() {
       // hand-back's wake-up is spent first: left in wake_fd_, it woke this
       // thread again at once for as long as the caller held the channel,
       // a whole spin window of its wait (sockets, 4 processes pinned two
-      // to a core: a stencil passing 3000 barriers took 1.5-8.6 s instead
-      // of 0.3-1.5 unpinned, the service threads two thirds of the CPU,
-      // all in epoll_wait).  A stop rings before the fd is emptied, after
-      // stopping_ is set.  The handshake with hand_back: this thread marks
-      // itself deaf, then tries the lock again; the caller lets go of it,
-      // then looks at the mark, and rings if it finds it.
+      // to a core: a stencil passing 3000 barriers took 7.7-16.7 s, the
+      // service threads two thirds of the CPU, all in epoll_wait; 0.8-0.9
+      // s since).  A stop's ring emptied here is not missed: the stop sets
+      // stopping_ before it rings, and stopping_ is looked at after.  The
+      // handshake with hand_back: this thread marks itself deaf, then
+      // tries the lock again; the caller lets go of it, then looks at the
+      // mark, and rings if it finds it.
       service_held_wakeups_.fetch_add(1, std::memory_order_relaxed);
       nudged_.store(false);
       empty_event_fd(wake_fd_);
