@@ -542,6 +542,11 @@ class node {
   std::uint32_t first_write_reach_;
   std::uint32_t last_first_write_ = 0;  // the page of the last first write
   std::size_t first_spill_batches_ = 0;  // first writes that opened more, since the last close
+  // Never-written pages the last first write opened beyond its faulting
+  // page, and those of first writes that no write next to them has
+  // followed since the last close (first_write_reach).
+  std::uint32_t last_first_spills_ = 0;
+  std::size_t unconfirmed_spills_ = 0;
   std::size_t twin_count_ = 0;
   std::size_t diff_bytes_ = 0;
   diff_store diffs_;                    // the bytes of every page_extra's diffs

@@ -104,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "read-passed-over",
                                          "merged-diffs", "lock-pushes", "lock-ids", "lock-again",
                                          "many-intervals", "threads", "thread-calls", "program-signals",
-                                         "own-fault-handler", "forked-child"),
+                                         "own-fault-handler", "forked-child", "sparse-first-writes"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
 

@@ -1249,6 +1249,35 @@ static void strided_first_writes(void) {
   finish("strided-first-writes");
 }
 
+/* First writes far apart: each process writes one word of each of 1500
+ * pages 32 pages apart, in one interval.  A first write opens the pages
+ * after it with its own, for a sweep; here they are never written, and
+ * each write opened 16 pages, a twin and fresh memory each (24000 twins a
+ * process).  Once 16 MiB of such pages are unconfirmed, first writes open
+ * their own page only: the twins made stay below one a write plus those
+ * 16 MiB and a batch.  Every process then reads the words the next one
+ * wrote. */
+enum { sparse_writes = 1500, sparse_stride = 32 };
+
+static void sparse_first_writes(void) {
+  const long nprocs = (long)Tmk_nprocs, me = (long)Tmk_proc_id;
+  long k, next = (me + 1) % nprocs;
+  allocate_page_aligned_ints((long)sparse_writes * nprocs * sparse_stride * PAGE_WORDS);
+  unsigned long twins_before = Tmk_stat.twins;
+  for (k = 0; k < sparse_writes; k++)
+    shared_ints[((k * nprocs + me) * sparse_stride) * PAGE_WORDS + 3] = (int)(k * 10 + me + 1);
+  Tmk_barrier(1);
+  long twins = (long)(Tmk_stat.twins - twins_before);
+  long bound = sparse_writes + (16L << 20) / (long)Tmk_page_size + 16;
+  if (nprocs > 1) check(twins <= bound, "twins made by first writes far apart (at most)", twins, bound);
+  for (k = 0; k < sparse_writes; k++) {
+    long at = ((k * nprocs + next) * sparse_stride) * PAGE_WORDS + 3;
+    if (shared_ints[at] != (int)(k * 10 + next + 1))
+      check(0, "a word written far from the others", shared_ints[at], k * 10 + next + 1);
+  }
+  finish("sparse-first-writes");
+}
+
 /* A first write opens no page above the heap's break along with the page
  * it faults on: the program writes nothing there, and each page opened
  * costs a twin and memory.  Process 0 allocates a page-aligned array of 32
@@ -2350,6 +2379,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "handler-touches") == 0) handler_reentry(1);
   else if (strcmp(scenario, "own-fault-handler") == 0) own_fault_handler();
   else if (strcmp(scenario, "forked-child") == 0) forked_child();
+  else if (strcmp(scenario, "sparse-first-writes") == 0) sparse_first_writes();
   else if (strcmp(scenario, "handler-calls") == 0) handler_reentry(0);
   else if (strcmp(scenario, "traffic-counts") == 0) traffic_counts(scenario, 0);
   else if (strcmp(scenario, "traffic-counts-late") == 0) traffic_counts(scenario, 1);
