@@ -171,7 +171,7 @@ job::job(const launch_config& config, launch_mode mode, int rank, int size)
 }
 
 job::~job() {
-  unwatch_mpi();
+  unwatch();
   {
     std::lock_guard lock(mutex_);
     stop_monitor_ = true;
@@ -206,7 +206,7 @@ result<std::unique_ptr<job>> job::start(const launch_config& config, int nprocs_
     current_job = started.get();
     // Until the monitor runs (start_monitor), after the transport's own
     // exchange through MPI.
-    started->watch_mpi(config.connect_timeout + 5,
+    started->watch(config.connect_timeout + 5,
                        "start-up under mpirun (a process never reached it; TMK_CONNECT_TIMEOUT)");
     outcome = started->start_mpi();
     if (outcome && nprocs_option != 0 && nprocs_option != started->size_)
@@ -840,7 +840,7 @@ void job::broadcast(std::uint32_t type, const std::string& payload, int except_r
 }
 
 void job::start_monitor() {
-  unwatch_mpi();
+  unwatch();
   if (size_ == 1 || monitor_.joinable()) return;
   {
     program_signals_blocked blocked;
@@ -873,6 +873,14 @@ void job::monitor_loop() {
   steady_time failed_at{};
   for (auto& from : connections_)
     if (from) from->last_heard = steady_clock::now();
+  // A round comes at least every interval.  One that comes much later
+  // finds this process itself stopped meanwhile (a job suspended, Ctrl-Z
+  // and fg, for longer than TMK_PEER_TIMEOUT: every process lost every
+  // other when it resumed) or starved of the CPU: the others' silence
+  // then says nothing, and they are given a timeout afresh.  The stuck
+  // handler watch runs on a clock that such a gap does not advance.
+  steady_time last_round = steady_clock::now();
+  steady_time watch_clock = last_round;
 
   while (true) {
     {
@@ -901,6 +909,15 @@ void job::monitor_loop() {
         if (fds[i].revents) handle_readable(*watched[i - 1]);
     }
     steady_time now = steady_clock::now();
+    auto since_last_round = now - last_round;
+    last_round = now;
+    if (since_last_round > 2 * interval) {
+      TMK_LOG(info, "monitor: this process was stopped or starved for %.1f s; the others' silence meanwhile is not held against them",
+              duration<double>(since_last_round).count());
+      for (auto& from : connections_)
+        if (from) from->last_heard = now;
+    }
+    watch_clock += std::min<steady_clock::duration>(since_last_round, 2 * interval);
     if (now - last_beat >= interval) {
       last_beat = now;
       // A process that has not read its connection until the next beat
@@ -926,7 +943,7 @@ void job::monitor_loop() {
       std::string stuck;
       {
         std::lock_guard lock(watchdog_mutex_);
-        if (watchdog_) stuck = watchdog_(now, std::max(2 * config_.peer_timeout, 10.0));
+        if (watchdog_) stuck = watchdog_(watch_clock, std::max(2 * config_.peer_timeout, 10.0));
       }
       if (!stuck.empty()) fatal("stuck: " + stuck);
     }
@@ -1213,38 +1230,38 @@ int job::finish(int exit_status) {
 void job::finalize_mpi() {
   if (!mpi_initialized_) return;
   // Open MPI's MPI_Finalize waits for every process of the job.
-  watch_mpi(10, "MPI_Finalize (a process of the job never reached it)");
+  watch(10, "MPI_Finalize (a process of the job never reached it)");
   MPI_Finalize();
-  unwatch_mpi();
+  unwatch();
   mpi_initialized_ = false;
 }
 
-void job::watch_mpi(double seconds, const std::string& what) {
-  unwatch_mpi();
+void job::watch(double seconds, const std::string& what) {
+  unwatch();
   {
     std::lock_guard lock(mutex_);
-    mpi_watch_over_ = false;
+    watch_over_ = false;
   }
   program_signals_blocked blocked;
-  mpi_watch_ = std::thread([this, seconds, what] {
+  watch_ = std::thread([this, seconds, what] {
     std::unique_lock lock(mutex_);
-    if (changed_.wait_until(lock, seconds_from_now(seconds), [this] { return mpi_watch_over_; }))
+    if (changed_.wait_until(lock, seconds_from_now(seconds), [this] { return watch_over_; }))
       return;
     log_message(log_level::error, "%s did not end within %g s; stopping", what.c_str(), seconds);
     fflush(stderr);
     _exit(1);
   });
-  pthread_setname_np(mpi_watch_.native_handle(), "tmk-mpi-watch");
+  pthread_setname_np(watch_.native_handle(), "tmk-watch");
 }
 
-void job::unwatch_mpi() {
-  if (!mpi_watch_.joinable()) return;
+void job::unwatch() {
+  if (!watch_.joinable()) return;
   {
     std::lock_guard lock(mutex_);
-    mpi_watch_over_ = true;
+    watch_over_ = true;
   }
   changed_.notify_all();
-  mpi_watch_.join();
+  watch_.join();
 }
 
 }  // namespace tmk

@@ -113,6 +113,14 @@ class job {
   using watchdog = std::function<std::string(steady_time now, double limit_seconds)>;
   void set_watchdog(watchdog check);
 
+  // A bound on a wait that has none of its own, one at a time: MPI's
+  // (start-up, MPI_Finalize), and the substrate's warm-up at start-up, where
+  // every process lives and answers the monitor, and a message that never
+  // arrives means a transport that cannot reach its peer.  Past it the
+  // process says what it waited for and exits, until unwatch.
+  void watch(double seconds, const std::string& what);
+  void unwatch();
+
   // Stops the whole job: prints message on standard error, tells every
   // process, and exits non-zero.  Safe from any thread; does not return.
   [[noreturn]] void fatal(const std::string& message);
@@ -191,14 +199,10 @@ class job {
   bool stop_monitor_ = false;
   std::thread monitor_;
   bool mpi_initialized_ = false;
-  // A bound on MPI's own waits (start-up, MPI_Finalize), which have none:
-  // past it the process says what it waited for and exits (watch_mpi).
-  void watch_mpi(double seconds, const std::string& what);
   // MPI_Finalize, if this process called MPI_Init, under a watch.
   void finalize_mpi();
-  void unwatch_mpi();
-  std::thread mpi_watch_;
-  bool mpi_watch_over_ = false;  // under mutex_
+  std::thread watch_;
+  bool watch_over_ = false;  // under mutex_
   // Mapped before the fork, or under mpirun a POSIX shared memory object.
   void* shared_lines_ = nullptr;
   std::size_t shared_bytes_ = 0;

@@ -857,9 +857,30 @@ constexpr std::size_t warm_up_fragmented_bytes = 16384;
 // built, sent and assembled in.  Before this, FFT's first iterations paid
 // for it all: its 400 KB round trips took 5.3 ms the first time and
 // 0.1-0.3 ms after.
+//
+// Every step ends within TMK_CONNECT_TIMEOUT, or the process stops saying
+// so (job::watch): every process is in Tmk_startup then, alive and
+// answering the monitor, and a message that never arrives is a transport
+// that cannot reach its peer.  Processes started by hand in network
+// namespaces of one machine, UCX choosing its shared-memory transports,
+// whose wake-ups do not cross namespaces, all spun in their first sends
+// for ever.
 status transport::warm_up() {
+  if (size_ == 1) return status::ok();
+  // 0 (TMK_WARM_UP=0): only the first exchange with every process, which
+  // shows it reachable, with requests and replies of a few bytes.
   std::size_t largest = std::min(config_.warm_up_bytes, config_.max_message);
-  if (size_ == 1 || largest == 0) return status::ok();
+  auto step_watched = [this] {
+    job_.watch(job_.config().connect_timeout,
+               "a step of the substrate's warm-up at start-up, its first messages with the other "
+               "processes (the transport may not reach them: see UCX_TLS in the README, \"On a "
+               "cluster\"; TMK_CONNECT_TIMEOUT)");
+  };
+  struct unwatched_at_end {
+    job& owner;
+    ~unwatched_at_end() { owner.unwatch(); }
+  } at_end{job_};
+  step_watched();
   std::vector<std::byte> message(std::max(largest, warm_up_ask_bytes));
   auto ask = [&](int peer, std::uint64_t reply_bytes, std::int32_t pass_to,
                  std::size_t bytes) -> result<request_id> {
@@ -890,6 +911,7 @@ status transport::warm_up() {
     std::vector<reply_payload> replies(ids.size());
     status done = wait_replies(ids, replies);
     ids.clear();
+    step_watched();
     return done;
   };
   for (int peer = 0; peer < size_; ++peer) {
@@ -905,7 +927,7 @@ status transport::warm_up() {
     }
   }
   status done = await_asked();
-  if (!done) return done;
+  if (!done || largest == 0) return done;
   // The receive buffers of every other process's channels, from each of
   // this process's (a sender's channel maps a receiver's buffers apart from
   // its other channel): a round per process, each process sending to a
@@ -952,6 +974,7 @@ status transport::warm_up() {
     reply_payload reply;
     done = wait_reply(*id, reply);
     if (!done) return done;
+    step_watched();
     if (bytes == largest) break;
   }
   return status::ok();

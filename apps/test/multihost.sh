@@ -171,4 +171,39 @@ lose() {
 }
 lose kill
 lose cut
+
+# Started by hand across the namespaces without UCX_TLS, UCX takes the
+# processes for one host's and picks its shared-memory transports, whose
+# wake-ups do not cross namespaces: the first messages never arrive.
+# Every process must stop within TMK_CONNECT_TIMEOUT (5 s here) of a
+# step of the warm-up, saying so; they spun in their first sends for ever.
+unreachable() {
+  local warm_up=$1 pids=() i ok=1
+  local started_at=$SECONDS
+  for i in 0 1; do
+    env -u UCX_TLS -u UCX_NET_DEVICES TMK_RANK=$i TMK_NPROCS=2 \
+      TMK_ROOT="${net}1:$((7500 + tag % 1000))" TMK_JOB_SECRET=unreachable-$warm_up-$tag \
+      TMK_CONNECT_TIMEOUT=5 TMK_WARM_UP=$warm_up \
+      timeout 60 ip netns exec "${hosts[$i]}" "$apps/jacobi" -s 100 -i 10 > "$work/unreachable-$i" 2>&1 &
+    pids[i]=$!
+  done
+  for i in 0 1; do
+    local code=0
+    wait "${pids[i]}" || code=$?
+    if [ "$code" -eq 0 ] || [ "$code" -eq 124 ] ||
+       ! grep -q "a step of the substrate's warm-up at start-up.*did not end within 5 s" "$work/unreachable-$i"; then
+      echo "multihost: an unreachable transport (TMK_WARM_UP=$warm_up) FAILED: process $i exited with status $code"
+      tail -3 "$work/unreachable-$i"
+      ok=0
+    fi
+  done
+  if [ $ok = 1 ]; then
+    echo "multihost: an unreachable transport (TMK_WARM_UP=$warm_up) passed: both processes stopped" \
+         "in $((SECONDS - started_at)) s, saying why"
+  else
+    status=1
+  fi
+}
+unreachable 1M
+unreachable 0
 exit $status

@@ -394,6 +394,27 @@ TEST(api_signal_handlers, calling_tmk_inside_the_runtime_is_reported) {
   }
 }
 
+// A job stopped as a whole (Ctrl-Z, a batch system's suspend) for longer
+// than TMK_PEER_TIMEOUT goes on when it is continued: every process was
+// stopped, and none holds the others' silence against them.  Before, each
+// found the others lost as it resumed ("sent no sign of life").
+TEST(api_suspend, a_job_stopped_longer_than_the_peer_timeout_goes_on) {
+  for (const char* substrate : {"ucx", "sockets"}) {
+    program_result result = run_program(
+        {API_WORKER, "-t", "suspend-resume", "--", "-n", "3"},
+        {{"TMK_SUBSTRATE", substrate}, {"TMK_PEER_TIMEOUT", "1"}}, 120, [](pid_t group) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+          kill(-group, SIGSTOP);
+          std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+          kill(-group, SIGCONT);
+        });
+    EXPECT_EQ(result.exit_code, 0) << substrate << "\n" << describe(result);
+    EXPECT_NE(result.out.find("suspend-resume: passed on 3 processes"), std::string::npos)
+        << substrate << "\n" << describe(result);
+    EXPECT_FALSE(result.stragglers);
+  }
+}
+
 TEST(api_misuse_more, mismatched_barrier_ids_are_reported) {
   program_result result = run_worker("mismatched-barriers", 3, "ucx");
   EXPECT_NE(result.exit_code, 0);

@@ -739,6 +739,31 @@ static void forked_child(void) {
   finish("forked-child");
 }
 
+/* A job suspended as a whole and continued (the test stops its process
+ * group for longer than TMK_PEER_TIMEOUT meanwhile): 200 rounds of 10 ms
+ * of sleep, a barrier and a count under a lock. */
+static void suspend_resume(void) {
+  int round;
+  if (Tmk_proc_id == 0) {
+    shared_longs = Tmk_malloc(sizeof(long));
+    *shared_longs = 0;
+    Tmk_distribute(&shared_longs, sizeof shared_longs);
+  }
+  Tmk_barrier(0);
+  for (round = 0; round < 200; round++) {
+    usleep(10000);
+    Tmk_lock_acquire(1);
+    (*shared_longs)++;
+    Tmk_lock_release(1);
+    Tmk_barrier(1);
+  }
+  Tmk_lock_acquire(1);
+  check(*shared_longs == 200L * Tmk_nprocs, "the count kept under a lock across the suspension",
+        *shared_longs, 200L * Tmk_nprocs);
+  Tmk_lock_release(1);
+  finish("suspend-resume");
+}
+
 /* A signal handler that enters the runtime again: process 1's handler
  * runs 50 ms into its wait at a barrier (the others arrive after 500 ms)
  * and reads a page process 0 wrote before the last barrier, invalid
@@ -2380,6 +2405,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "own-fault-handler") == 0) own_fault_handler();
   else if (strcmp(scenario, "forked-child") == 0) forked_child();
   else if (strcmp(scenario, "sparse-first-writes") == 0) sparse_first_writes();
+  else if (strcmp(scenario, "suspend-resume") == 0) suspend_resume();
   else if (strcmp(scenario, "handler-calls") == 0) handler_reentry(0);
   else if (strcmp(scenario, "traffic-counts") == 0) traffic_counts(scenario, 0);
   else if (strcmp(scenario, "traffic-counts-late") == 0) traffic_counts(scenario, 1);

@@ -43,9 +43,12 @@ inline std::string read_whole_file(const std::string& path) {
   return text.str();
 }
 
+// meanwhile, if given, runs once the program has started, with its process
+// group, before the wait for its end (a test that stops and continues it).
 inline program_result run_program(const std::vector<std::string>& argv,
                                   const std::vector<std::pair<std::string, std::string>>& env = {},
-                                  double timeout_seconds = 120) {
+                                  double timeout_seconds = 120,
+                                  const std::function<void(pid_t group)>& meanwhile = {}) {
   // A process of the program whose parent ended first becomes this
   // process's child, and is reaped here.  Left to the system's init, a dead
   // one stayed a zombie of the group for 1-3 s on the machine of
@@ -75,6 +78,7 @@ inline program_result run_program(const std::vector<std::string>& argv,
     _exit(127);
   }
   setpgid(pid, pid);
+  if (meanwhile) meanwhile(pid);
   program_result result;
   int wait_status = 0;
   while (true) {
