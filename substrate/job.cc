@@ -912,7 +912,9 @@ void job::monitor_loop() {
     auto since_last_round = now - last_round;
     last_round = now;
     if (since_last_round > 2 * interval) {
-      TMK_LOG(info, "monitor: this process was stopped or starved for %.1f s; the others' silence meanwhile is not held against them",
+      TMK_LOG(info,
+              "monitor: this process was stopped or starved for %.1f s; the others' silence "
+              "meanwhile is not held against them",
               duration<double>(since_last_round).count());
       for (auto& from : connections_)
         if (from) from->last_heard = now;
