@@ -521,17 +521,23 @@ static void write_block_slowly(int round) {
   }
 }
 
+/* Process 0 allocates words ints (shared_ints) and a count, set to 0,
+ * whose address goes in *count (a global), and hands both to everyone. */
+static void allocate_ints_and_count(long words, long **count) {
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((unsigned)(words * sizeof(int)));
+    *count = Tmk_malloc(sizeof(long));
+    **count = 0;
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+    Tmk_distribute(count, sizeof *count);
+  }
+  Tmk_barrier(0);
+}
+
 static void thread_calls(void) {
   int round, barrier_rounds = 0;
   long i, words = (long)calls_pages * PAGE_WORDS;
-  if (Tmk_proc_id == 0) {
-    shared_ints = Tmk_malloc((unsigned)(words * sizeof(int)));
-    calls_count = Tmk_malloc(sizeof(long));
-    *calls_count = 0;
-    Tmk_distribute(&shared_ints, sizeof shared_ints);
-    Tmk_distribute(&calls_count, sizeof calls_count);
-  }
-  Tmk_barrier(0);
+  allocate_ints_and_count(words, &calls_count);
   for (round = 0; round < calls_rounds; round++) {
     pthread_t other;
     int barriers = round % 3 == 2;
@@ -580,14 +586,7 @@ static void program_signals(void) {
   struct itimerval every = {{0, 100}, {0, 100}}, off = {{0, 0}, {0, 0}};
   long i, words = (long)signal_pages * PAGE_WORDS;
   int round;
-  if (Tmk_proc_id == 0) {
-    shared_ints = Tmk_malloc((unsigned)(words * sizeof(int)));
-    shared_longs = Tmk_malloc(sizeof(long));
-    *shared_longs = 0;
-    Tmk_distribute(&shared_ints, sizeof shared_ints);
-    Tmk_distribute(&shared_longs, sizeof shared_longs);
-  }
-  Tmk_barrier(0);
+  allocate_ints_and_count(words, &shared_longs);
   signal_main_thread = (pid_t)syscall(SYS_gettid);
   memset(&on_alarm, 0, sizeof on_alarm);
   on_alarm.sa_handler = count_signal;
