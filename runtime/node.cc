@@ -35,23 +35,26 @@ void note_forked_away() { forked_away = true; }
 // shared region goes on to them.  libsigsegv calls fault_handler with the
 // address alone; take_fault, in front of it, keeps the kernel's details
 // for the program's handler.
-struct program_fault_action {
+struct fault_actions {
   int signal_number;
-  struct sigaction action;
-  bool handled = false;  // the program had a handler of its own
+  struct sigaction program;  // as Tmk_startup found it
+  bool handled = false;      // the program had a handler of its own
+  struct sigaction libsigsegv;
 };
-program_fault_action program_faults[] = {{SIGSEGV, {}}, {SIGBUS, {}}};
-struct sigaction libsigsegv_actions[2];
+fault_actions fault_signals[] = {{SIGSEGV, {}}, {SIGBUS, {}}};
+fault_actions& actions_of(int signal_number) {
+  return fault_signals[signal_number == SIGSEGV ? 0 : 1];
+}
 thread_local int fault_signal = 0;
 thread_local siginfo_t* fault_info = nullptr;
 thread_local void* fault_context = nullptr;
 
 void note_program_fault_handlers() {
-  for (auto& fault : program_faults) {
-    if (sigaction(fault.signal_number, nullptr, &fault.action) != 0) continue;
-    void* handler = (fault.action.sa_flags & SA_SIGINFO) != 0
-                        ? reinterpret_cast<void*>(fault.action.sa_sigaction)
-                        : reinterpret_cast<void*>(fault.action.sa_handler);
+  for (auto& fault : fault_signals) {
+    if (sigaction(fault.signal_number, nullptr, &fault.program) != 0) continue;
+    void* handler = (fault.program.sa_flags & SA_SIGINFO) != 0
+                        ? reinterpret_cast<void*>(fault.program.sa_sigaction)
+                        : reinterpret_cast<void*>(fault.program.sa_handler);
     if (handler == reinterpret_cast<void*>(SIG_DFL) || handler == reinterpret_cast<void*>(SIG_IGN))
       continue;
     Dl_info where{};
@@ -61,14 +64,13 @@ void note_program_fault_handlers() {
 }
 
 void take_fault(int signal_number, siginfo_t* info, void* context) {
-  int index = signal_number == SIGSEGV ? 0 : 1;
   int outer_signal = fault_signal;
   siginfo_t* outer_info = fault_info;
   void* outer_context = fault_context;
   fault_signal = signal_number;
   fault_info = info;
   fault_context = context;
-  libsigsegv_actions[index].sa_sigaction(signal_number, info, context);
+  actions_of(signal_number).libsigsegv.sa_sigaction(signal_number, info, context);
   fault_signal = outer_signal;
   fault_info = outer_info;
   fault_context = outer_context;
@@ -77,17 +79,17 @@ void take_fault(int signal_number, siginfo_t* info, void* context) {
 int fault_handler(void* address, int) {
   node* self = the_node;
   if (self != nullptr && self->handle_fault(address)) return 1;
-  for (auto& fault : program_faults) {
-    if (!fault.handled || fault.signal_number != fault_signal) continue;
-    // As if the program's handler had been the only one: it returns to
-    // the faulting instruction, or does not return.
-    if ((fault.action.sa_flags & SA_SIGINFO) != 0)
-      fault.action.sa_sigaction(fault_signal, fault_info, fault_context);
-    else
-      fault.action.sa_handler(fault_signal);
-    return 1;
-  }
-  return 0;  // the default action: an ordinary crash
+  // fault_signal is 0 for a signal take_fault is not in front of.
+  if (fault_signal == 0 || !actions_of(fault_signal).handled)
+    return 0;  // the default action: an ordinary crash
+  // As if the program's handler had been the only one: it returns to the
+  // faulting instruction, or does not return.
+  const struct sigaction& program = actions_of(fault_signal).program;
+  if ((program.sa_flags & SA_SIGINFO) != 0)
+    program.sa_sigaction(fault_signal, fault_info, fault_context);
+  else
+    program.sa_handler(fault_signal);
+  return 1;
 }
 
 // Runs when a process returns from main (or calls exit) without Tmk_exit:
@@ -324,14 +326,14 @@ void node::install_fault_handler() {
   if (nprocs_ == 1) return;
   if (sigsegv_install_handler(&fault_handler) < 0)
     job_.fatal("Tmk_startup: cannot catch page faults on this platform");
-  int index = 0;
-  for (int signal_number : {SIGSEGV, SIGBUS}) {
-    struct sigaction& installed = libsigsegv_actions[index++];
-    if (sigaction(signal_number, nullptr, &installed) != 0 || (installed.sa_flags & SA_SIGINFO) == 0)
+  for (auto& fault : fault_signals) {
+    struct sigaction& installed = fault.libsigsegv;
+    if (sigaction(fault.signal_number, nullptr, &installed) != 0 ||
+        (installed.sa_flags & SA_SIGINFO) == 0)
       continue;  // libsigsegv does not catch this one here
     struct sigaction in_front = installed;
     in_front.sa_sigaction = take_fault;
-    sigaction(signal_number, &in_front, nullptr);
+    sigaction(fault.signal_number, &in_front, nullptr);
   }
 }
 

@@ -620,6 +620,18 @@ struct worker {
     if (got.code != op_defer || got.a != target) fail("deferred reply from %d, expected %d", got.a, target);
   }
 
+  // Computes, outside the substrate, until this process's service thread
+  // has answered echoes up to target; 500 ms without stops the job (the
+  // others would wait for a go for ever), naming when.
+  void compute_until_served(int target, const std::string& when) {
+    auto start = std::chrono::steady_clock::now();
+    while (echoes_served.load() < target) {
+      if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "computing");
+      if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(500))
+        the_job->fatal(when + ": requests to a computing process unanswered after 500 ms");
+    }
+  }
+
   // A caller spinning in a wait serves the requests that come itself while
   // its service thread sleeps, and hands the request channel back when the
   // wait ends.  Each round, process 0 waits for a reply from process 1
@@ -640,15 +652,7 @@ struct worker {
         wait(request(1, {as_bytes_of(defer)}, "defer"), "deferred reply");
         send_go(1, size - 1);
         // Process 1 sends two echoes a round, every other process one.
-        int target = size * (round + 1);
-        auto start = std::chrono::steady_clock::now();
-        while (echoes_served.load() < target) {
-          if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "computing");
-          // Stops the job: the others would wait for a go forever.
-          if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(500))
-            the_job->fatal("round " + std::to_string(round) +
-                           ": requests to a computing process unanswered after 500 ms");
-        }
+        compute_until_served(size * (round + 1), "round " + std::to_string(round));
       } else {
         if (rank == 1) {
           await_count(deferred_count, deferred_answered, "waiting for a deferred request");
@@ -695,13 +699,7 @@ struct worker {
     if (rank == 0) {
       int target = echoes_served.load() + size - 1;
       send_go(1, size - 1);
-      auto start = std::chrono::steady_clock::now();
-      while (echoes_served.load() < target) {
-        if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "computing");
-        if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(500))
-          the_job->fatal("requests to a computing process unanswered after 500 ms, after it was "
-                         "stopped and continued");
-      }
+      compute_until_served(target, "stopped and continued");
     } else {
       await_count(go_count, 0, "waiting for a go");
       wait(request(0, {as_bytes_of(echo)}, "echo"), "echo while process 0 computes");
