@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "status.h"
@@ -14,7 +16,26 @@
 namespace tmk {
 
 namespace {
-std::atomic<int> current_rank{-1};
+
+// Until the job says (log_set_rank), the rank the launcher gave this
+// process: mpirun's, or TMK_RANK of a start by hand.  A message from
+// Tmk_startup before the job has started (a setting refused, a start-up
+// under mpirun that never ends) then names the process; -1 otherwise.
+// Read as the library loads, not in a message, which a fault's handler
+// may print.
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "TMK_RANK"}) {
+    const char* value = getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    char* end;
+    errno = 0;
+    long rank = strtol(value, &end, 10);
+    if (errno == 0 && *end == '\0' && rank >= 0 && rank < INT_MAX) return static_cast<int>(rank);
+  }
+  return -1;
+}
+
+std::atomic<int> current_rank{launcher_rank()};
 std::atomic<int> current_level{static_cast<int>(log_level::warn)};
 const char* const level_names[] = {"error", "warn", "info", "debug", "trace"};
 }  // namespace

@@ -46,8 +46,10 @@ output=$(TMK_CONNECT_TIMEOUT=1 timeout 60 "$mpiexec" -np 3 --allow-run-as-root -
 status=$?
 [ $status -ne 0 ] && [ $status -ne 124 ] || fail "a late process: exit $status: $output"
 [ $((SECONDS - started)) -lt 30 ] || fail "a late process: the job took $((SECONDS - started)) s"
-grep -q "start-up under mpirun (a process never reached it; TMK_CONNECT_TIMEOUT) did not end within 6 s" <<<"$output" ||
+# Each process that gave up says which it is (mpirun's rank, known before MPI_Init).
+grep -qE "tmk\[[01]\]: start-up under mpirun \(a process never reached it; TMK_CONNECT_TIMEOUT\) did not end within 6 s" <<<"$output" ||
   fail "a late process: not named: $output"
+grep -q "tmk\[?\]" <<<"$output" && fail "a late process: a message without its process: $output"
 [ -e "$stale" ] && fail "$stale, left by a process that is gone, was not removed"
 [ -e "$alive" ] || fail "$alive, of a process alive, was removed"
 rm -f "$stale" "$alive"
