@@ -1,6 +1,6 @@
 /*
  * lock — the time of one Tmk_lock_acquire that needs messages (the Lock
- * microbenchmark of the TreadMarks distribution), in two cases:
+ * microbenchmark of the TreadMarks distribution), in three cases:
  *
  *   direct    the lock was last released by its manager: process 0, which
  *             manages lock 0, takes and releases it, then process 1
@@ -9,6 +9,13 @@
  *             takes and releases it, then process 1 acquires it (a request
  *             to the manager, process 0, which forwards it to process 2,
  *             which grants it); needs at least 3 processes
+ *   migratory as direct, with data that migrates under the lock: a block of
+ *             16 pages whose every word the releaser increments in its
+ *             critical section and process 1 in its own; the time is
+ *             process 1's acquire and pass over the block.  Run after run,
+ *             the lock has changed hands more times: the times of the
+ *             runs show whether a hand-off costs more the more there have
+ *             been.  Process 1 checks every word it reads.
  *
  * A process that released a lock last takes it again with no message, so
  * the holders alternate: in each iteration the releaser takes the lock
@@ -17,7 +24,7 @@
  * checks with its statistics that every timed acquire was remote.  Other
  * processes only pass the barriers.
  *
- * Usage: lock [-c direct|indirect] [-i ITERATIONS] [-r RUNS] [--csv]
+ * Usage: lock [-c direct|indirect|migratory] [-i ITERATIONS] [-r RUNS] [--csv]
  *             [-- -n NPROCS]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -26,7 +33,31 @@
 
 enum { LOCK_ID = 0 };  /* managed by process 0 (id % nprocs) */
 
-static const char *const cases[] = {"direct", "indirect", NULL};
+static const char *const cases[] = {"direct", "indirect", "migratory", NULL};
+
+enum { BLOCK_PAGES = 16 };
+
+/* The migratory case's block (NULL in the others), allocated by process 0, and
+ * how many times each of its two holders has incremented every word. */
+static uint32_t *block;
+static size_t block_words;
+static uint32_t increments;
+
+static void increment_block(void)
+{
+  for (size_t k = 0; k < block_words; k++)
+    block[k]++;
+}
+
+/* Process 1, holding the lock: every word must be as many increments as
+ * both holders made. */
+static void check_block(void)
+{
+  for (size_t k = 0; k < block_words; k++)
+    if (block[k] != 2 * increments)
+      Tmk_errexit("lock: word %zu of the migrating block is %u after %u hand-offs each way; "
+                  "expected %u", k, block[k], increments, 2 * increments);
+}
 
 /* Runs iterations rounds; returns process 1's time in acquires, in us.
  * The barriers order the two holders: the releaser has released before
@@ -39,13 +70,22 @@ static double alternate(unsigned releaser, int iterations)
   for (int i = 0; i < iterations; i++) {
     if (Tmk_proc_id == releaser) {
       Tmk_lock_acquire(LOCK_ID);
+      if (block != NULL)
+        increment_block();
       Tmk_lock_release(LOCK_ID);
     }
     Tmk_barrier(1);
     if (Tmk_proc_id == 1) {
       double start = microbench_now_us();
       Tmk_lock_acquire(LOCK_ID);
-      acquiring += microbench_now_us() - start;
+      if (block != NULL) {
+        increment_block();
+        acquiring += microbench_now_us() - start;
+        increments++;
+        check_block();
+      } else {
+        acquiring += microbench_now_us() - start;
+      }
       Tmk_lock_release(LOCK_ID);
     }
     Tmk_barrier(2);
@@ -65,6 +105,16 @@ int main(int argc, char **argv)
     Tmk_errexit("lock: the %s case needs at least %d processes (-- -n %d)", options.which,
                 indirect ? 3 : 2, indirect ? 3 : 2);
   unsigned releaser = indirect ? 2 : 0;
+  if (strcmp(options.which, "migratory") == 0) {
+    block_words = (size_t)BLOCK_PAGES * Tmk_page_size / sizeof *block;
+    if (Tmk_proc_id == 0) {
+      block = Tmk_malloc(BLOCK_PAGES * Tmk_page_size);
+      if (block == NULL)
+        Tmk_errexit("lock: cannot allocate %d pages of shared memory", BLOCK_PAGES);
+      Tmk_distribute(&block, sizeof block);
+    }
+    Tmk_barrier(0);
+  }
 
   double times[MICROBENCH_MAX_RUNS];
   alternate(releaser, options.iterations < 100 ? options.iterations : 100); /* warm-up */

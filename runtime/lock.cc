@@ -99,13 +99,12 @@ void node::push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t s
         continue;
       if (entry->twin != nullptr && entry->twin_start <= time_[rank_]) seal_while_writable(page, *entry);
       // A page's diffs all or none: the acquirer applies none of a part.
+      std::span<const sealed_diff> unseen = diffs_between(entry->diffs, saw, UINT32_MAX);
       std::size_t bytes = 0;
-      for (const auto& diff : entry->diffs)
-        if (diff.last > saw) bytes += diff.bytes.size() + pushed_entry_bytes;
+      for (const auto& diff : unseen) bytes += diff.bytes.size() + pushed_entry_bytes;
       if (bytes > budget) continue;
       budget -= bytes;
-      for (const auto& diff : entry->diffs) {
-        if (diff.last <= saw) continue;
+      for (const auto& diff : unseen) {
         put_pushed(grant, page, diff);
         ++count;
       }

@@ -57,6 +57,7 @@
 //   for a message.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -120,9 +121,27 @@ struct page_extra {
   std::uint8_t sample_shift = 0;        // the next is left protected at 2^sample_shift of them
   std::vector<sealed_diff> diffs;       // this process's, in order
   std::uint32_t diffs_shrunk = 0;       // of them when shrink_diffs last made them smaller
+  std::uint32_t diffs_emptied = 0;      // the first so many of them emptied by shrink_diffs
   std::vector<writer_progress> writers; // other processes'
   std::vector<page_reader> readers;     // who reads this process's writes to it
 };
+
+// The diffs of a page that cover an interval of this process after
+// `after` and none after `through`.  Both ends of the diffs' intervals
+// only grow along the list (a seal's twin starts after the diff it made),
+// so those diffs are one run of it, found by two binary searches.  A walk
+// of the whole list instead cost a lock's grant and a diff request time
+// in proportion to the diffs kept since the last collection: a 64 KiB
+// block passed between 2 processes under a lock, every word written each
+// time, took 0.34 ms a hand-off at first and 1.5 ms after 12,000.
+inline std::span<const sealed_diff> diffs_between(const std::vector<sealed_diff>& diffs,
+                                                  std::uint32_t after, std::uint32_t through) {
+  auto begin = std::partition_point(diffs.begin(), diffs.end(),
+                                    [&](const sealed_diff& d) { return d.last <= after; });
+  auto end = std::partition_point(begin, diffs.end(),
+                                  [&](const sealed_diff& d) { return d.first <= through; });
+  return {begin, end};
+}
 
 // Per-entry state for the entries that have any: a two-level table (lookup
 // is two indexes; a chunk of 2^chunk_bits entries is made on first use and

@@ -802,7 +802,7 @@ void node::shrink_diffs() {
     auto& diffs = entry.diffs;
     if (diffs.size() > entry.diffs_shrunk && diffs.size() > 1) {
       std::fill(shrink_written_.begin(), shrink_written_.end(), 0);
-      for (std::size_t i = diffs.size() - 1; i-- > 0;) {
+      for (std::size_t i = diffs.size() - 1; i-- > entry.diffs_emptied;) {
         diff_mark_written(diffs[i + 1].bytes, shrink_written_.data());
         sealed_diff& diff = diffs[i];
         if (diff.bytes.empty()) continue;
@@ -814,7 +814,12 @@ void node::shrink_diffs() {
       }
     }
     entry.diffs_shrunk = static_cast<std::uint32_t>(diffs.size());
-    for (auto& diff : diffs) live.push_back(&diff.bytes);
+    // Those emptied stay so: a program that rewrites its pages empties its
+    // diffs as it goes, and later passes start after them.
+    while (entry.diffs_emptied < diffs.size() && diffs[entry.diffs_emptied].bytes.empty())
+      ++entry.diffs_emptied;
+    for (std::size_t i = entry.diffs_emptied; i < diffs.size(); ++i)
+      if (!diffs[i].bytes.empty()) live.push_back(&diffs[i].bytes);
   });
   // Moving every diff kept is worth it once a quarter of their room is
   // free (diffs made smaller in this pass and the ones before).
@@ -876,15 +881,15 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
       if (entry != nullptr && entry->twin != nullptr && entry->twin_start <= range.to)
         seal_while_writable(range.page, *entry);
     }
-    auto asked_for = [](const asked_range& range, const sealed_diff& diff) {
-      return diff.last > range.from && diff.first <= range.to;
+    auto asked_for = [&](const asked_range& range) {
+      page_extra* entry = extras_.find(range.page);
+      return entry == nullptr ? std::span<const sealed_diff>{}
+                              : diffs_between(entry->diffs, range.from, range.to);
     };
     // Room for every diff asked for at once (merged ones take no more).
     std::size_t bytes = 0;
     for (const auto& range : ranges)
-      if (page_extra* entry = extras_.find(range.page))
-        for (const auto& diff : entry->diffs)
-          if (asked_for(range, diff)) bytes += diff.bytes.size() + 12;
+      for (const auto& diff : asked_for(range)) bytes += diff.bytes.size() + 12;
     answer.room_for(std::min(bytes + 4 * ranges.size(), message_limit_));
     auto fits = [&](std::size_t more) {
       return answer.size() + more + message_overhead <= message_limit_;
@@ -901,36 +906,25 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
         answer.put_bytes(diff);
         ++count;
       };
-      if (page_extra* entry = extras_.find(page)) {
-        auto wanted = [&](const sealed_diff& diff) { return asked_for(range, diff); };
-        if ((range.flags & diff_ask_merge) != 0 &&
-            std::count_if(entry->diffs.begin(), entry->diffs.end(), wanted) > 1) {
-          merge_parts_.clear();
-          std::uint32_t first = 0, last = 0;
-          for (const auto& diff : entry->diffs)
-            if (wanted(diff)) {
-              if (merge_parts_.empty()) first = diff.first;
-              last = std::max(last, diff.last);
-              merge_parts_.push_back(diff.bytes);
-            }
-          merged_.clear();
-          if (!diff_merge(merge_parts_, page_size_, merged_))
-            job_.fatal("a diff kept for page " + std::to_string(page) + " is malformed");
-          if (fits(12 + merged_.size())) put_diff(first, last, merged_);
-        } else {
-          for (const auto& diff : entry->diffs)
-            if (wanted(diff)) {
-              if (!fits(12 + diff.bytes.size())) break;
-              put_diff(diff.first, diff.last, diff.bytes);
-            }
+      std::span<const sealed_diff> wanted = asked_for(range);
+      if ((range.flags & diff_ask_merge) != 0 && wanted.size() > 1) {
+        merge_parts_.clear();
+        for (const auto& diff : wanted) merge_parts_.push_back(diff.bytes);
+        merged_.clear();
+        if (!diff_merge(merge_parts_, page_size_, merged_))
+          job_.fatal("a diff kept for page " + std::to_string(page) + " is malformed");
+        if (fits(12 + merged_.size())) put_diff(wanted.front().first, wanted.back().last, merged_);
+      } else {
+        for (const auto& diff : wanted) {
+          if (!fits(12 + diff.bytes.size())) break;
+          put_diff(diff.first, diff.last, diff.bytes);
         }
-        if (count == 0 && std::any_of(entry->diffs.begin(), entry->diffs.end(), wanted)) {
-          answer.buffer().resize(count_offset);  // left whole for the next request
-          break;
-        }
-        cut = count > 0 && (range.flags & diff_ask_merge) == 0 &&
-              std::count_if(entry->diffs.begin(), entry->diffs.end(), wanted) > count;
       }
+      if (count == 0 && !wanted.empty()) {
+        answer.buffer().resize(count_offset);  // left whole for the next request
+        break;
+      }
+      cut = count > 0 && (range.flags & diff_ask_merge) == 0 && wanted.size() > count;
       memcpy(answer.buffer().data() + count_offset, &count, sizeof count);
       ++answered;
       if (cut != 0) break;
