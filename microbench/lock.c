@@ -1,6 +1,6 @@
 /*
  * lock — the time of one Tmk_lock_acquire that needs messages (the Lock
- * microbenchmark of the TreadMarks distribution), in three cases:
+ * microbenchmark of the TreadMarks distribution), in four cases:
  *
  *   direct    the lock was last released by its manager: process 0, which
  *             manages lock 0, takes and releases it, then process 1
@@ -16,6 +16,14 @@
  *             the lock has changed hands more times: the times of the
  *             runs show whether a hand-off costs more the more there have
  *             been.  Process 1 checks every word it reads.
+ *   round     the lock goes around every process in turn, each waiting on a
+ *             condition of its own until the one before signals it, then
+ *             adding 1 to a counter and to ROUND_WORDS words beside it;
+ *             the time is process 0's for a run, divided by the turns of
+ *             all processes in it.  Each acquirer lacks the writes of every
+ *             other process since its last turn, which the grant carries
+ *             from the last holder.  Process 0 checks the counter and the
+ *             words at the end.
  *
  * A process that released a lock last takes it again with no message, so
  * the holders alternate: in each iteration the releaser takes the lock
@@ -24,7 +32,7 @@
  * checks with its statistics that every timed acquire was remote.  Other
  * processes only pass the barriers.
  *
- * Usage: lock [-c direct|indirect|migratory] [-i ITERATIONS] [-r RUNS] [--csv]
+ * Usage: lock [-c direct|indirect|migratory|round] [-i ITERATIONS] [-r RUNS] [--csv]
  *             [-- -n NPROCS]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -33,7 +41,7 @@
 
 enum { LOCK_ID = 0 };  /* managed by process 0 (id % nprocs) */
 
-static const char *const cases[] = {"direct", "indirect", "migratory", NULL};
+static const char *const cases[] = {"direct", "indirect", "migratory", "round", NULL};
 
 enum { BLOCK_PAGES = 16 };
 
@@ -93,6 +101,58 @@ static double alternate(unsigned releaser, int iterations)
   return acquiring;
 }
 
+enum { ROUND_WORDS = 16 };
+
+/* The round case's counter, then its words (allocated by process 0). */
+static uint32_t *round_data;
+
+/* One run of the round case: iterations turns of each process; returns
+ * process 0's time a turn, in us. */
+static double go_round(int iterations)
+{
+  unsigned me = Tmk_proc_id, n = Tmk_nprocs;
+  Tmk_barrier(0);
+  double start = microbench_now_us();
+  for (int turn = 0; turn < iterations; turn++) {
+    Tmk_lock_acquire(LOCK_ID);
+    while (round_data[0] % n != me)
+      Tmk_lock_cond_wait(LOCK_ID, me);
+    for (int k = 0; k <= ROUND_WORDS; k++)
+      round_data[k]++;
+    Tmk_lock_cond_signal(LOCK_ID, (me + 1) % n);
+    Tmk_lock_release(LOCK_ID);
+  }
+  double time = (microbench_now_us() - start) / ((double)iterations * n);
+  Tmk_barrier(0);
+  return time;
+}
+
+static void round_case(struct microbench_options *options)
+{
+  if (Tmk_proc_id == 0) {
+    round_data = Tmk_malloc((ROUND_WORDS + 1) * sizeof *round_data);
+    if (round_data == NULL)
+      Tmk_errexit("lock: cannot allocate %d words of shared memory", ROUND_WORDS + 1);
+    memset(round_data, 0, (ROUND_WORDS + 1) * sizeof *round_data);
+    Tmk_distribute(&round_data, sizeof round_data);
+  }
+  Tmk_barrier(0);
+  double times[MICROBENCH_MAX_RUNS];
+  int warm_up = options->iterations < 100 ? options->iterations : 100;
+  go_round(warm_up);
+  for (int run = 0; run < options->runs; run++)
+    times[run] = go_round(options->iterations);
+  if (Tmk_proc_id == 0) {
+    uint32_t turns = (uint32_t)(warm_up + options->runs * options->iterations) * Tmk_nprocs;
+    for (int k = 0; k <= ROUND_WORDS; k++)
+      if (round_data[k] != turns)
+        Tmk_errexit("lock: word %d is %u after %u turns", k, round_data[k], turns);
+  }
+  microbench_collect(times, options->runs, 0);
+  microbench_report(options, times);
+  Tmk_exit(0);
+}
+
 int main(int argc, char **argv)
 {
   struct microbench_options options = {
@@ -105,6 +165,8 @@ int main(int argc, char **argv)
     Tmk_errexit("lock: the %s case needs at least %d processes (-- -n %d)", options.which,
                 indirect ? 3 : 2, indirect ? 3 : 2);
   unsigned releaser = indirect ? 2 : 0;
+  if (strcmp(options.which, "round") == 0)
+    round_case(&options);
   if (strcmp(options.which, "migratory") == 0) {
     block_words = (size_t)BLOCK_PAGES * Tmk_page_size / sizeof *block;
     if (Tmk_proc_id == 0) {

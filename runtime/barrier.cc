@@ -451,6 +451,9 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(
       // Pushed before a garbage collection that the departure came after:
       // the copy here has those writes already, or was dropped.
       if (diff.first <= intervals_.base(diff.writer)) continue;
+      // Of an interval not heard of here: a push does not run ahead of
+      // the notices.
+      if (diff.last > time_[static_cast<std::size_t>(diff.writer)]) continue;
       const interval_record* record = intervals_.find(diff.writer, diff.first);
       diff.order = record ? vector_time_sum(record->time) : 0;
       diffs.push_back(diff);
@@ -500,6 +503,7 @@ std::vector<std::vector<std::uint32_t>> node::apply_pushed(
         // another thread of the program wrote since the seal).
         if (entry.twin != nullptr) diff_apply(entry.twin, page_size_, diffs[i].bytes);
         progress.applied = diffs[i].last;
+        keep_received(entry, diffs[i].writer, diffs[i].first, diffs[i].last, diffs[i].bytes);
         ++applied_count;
       }
       bool mapped = std::binary_search(still_mapped.begin(), still_mapped.end(), page) &&

@@ -204,6 +204,7 @@ void node::collect_garbage() {
   twinned_.clear();
   subscribed_.clear();
   diff_bytes_ = 0;
+  received_bytes_ = 0;
   intervals_.discard_through(time_);
   counters_.gc_runs.fetch_add(1, std::memory_order_relaxed);
   TMK_LOG(debug, "garbage collection done");

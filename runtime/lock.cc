@@ -27,6 +27,8 @@ namespace {
 // The most diff bytes a grant carries: a grant is on the acquirer's
 // critical path, and a page left out costs it a fault as before.
 constexpr std::size_t max_grant_push_bytes = 64 * 1024;
+// Other processes' diffs kept to go on with grants (keep_received).
+constexpr std::size_t max_received_bytes = 4 << 20;
 }  // namespace
 
 node::lock_state& node::lock_of(std::uint32_t id) {
@@ -71,7 +73,7 @@ message_writer& node::make_grant(std::uint32_t id, const vector_time& requester_
                      intervals_mark_bytes() - 4;
   if (!put_intervals(grant, requester_time, time_, room))
     protocol_failure("lock " + std::to_string(id) + ": an interval the acquirer lacks is gone");
-  push_to_acquirer(grant, requester, requester_time[rank_]);
+  push_to_acquirer(grant, requester, requester_time);
   return grant;
 }
 
@@ -83,12 +85,29 @@ message_writer& node::make_grant(std::uint32_t id, const vector_time& requester_
 // diff request made it a reader: subscribe) go with the grant instead, in
 // the departure's form, and apply_pushed brings its copy up to date in
 // place when they are all it lacks.  Only diffs of intervals the acquirer
-// has not heard of (after saw), at most max_grant_push_bytes in all.
-void node::push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t saw) {
+// has not heard of, at most max_grant_push_bytes in all.
+//
+// With the other writers' diffs applied here lately (keep_received): a
+// lock passed around three or more processes in turn leaves the acquirer
+// lacking the writes of each holder since its own, of which this process,
+// the last, has its own diffs, and the others' it was sent.  Without
+// them every acquire of such data faulted and asked each of those holders
+// for its diff (3 processes adding to a sum under one lock, 10,000 times
+// each: a fault and 2 diff requests at nearly every acquire).
+void node::push_to_acquirer(message_writer& grant, int acquirer, const vector_time& acquirer_time) {
   std::uint32_t count = 0;
   std::size_t count_offset = grant.size();
   grant.reserve(sizeof count);
   std::size_t budget = grant_push_budget();
+  // Of each writer's diffs kept, those of intervals the acquirer has not
+  // heard of, and else the last: it may have heard of an interval without
+  // applying its diff (a page it has not read since), and then lacks it
+  // all the same (it skips one it has applied).
+  std::vector<bool>& last_of_writer = forwarded_last_;
+  auto unseen_received = [&](std::size_t index, const forwarded_diff& diff) {
+    return diff.writer != acquirer && (diff.last > acquirer_time[static_cast<std::size_t>(diff.writer)] ||
+                                       last_of_writer[index]);
+  };
   if (acquirer != rank_)
     for (std::uint32_t page : subscribed_) {
       page_extra* entry = extras_.find(page);
@@ -99,17 +118,53 @@ void node::push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t s
         continue;
       if (entry->twin != nullptr && entry->twin_start <= time_[rank_]) seal_while_writable(page, *entry);
       // A page's diffs all or none: the acquirer applies none of a part.
-      std::span<const sealed_diff> unseen = diffs_between(entry->diffs, saw, UINT32_MAX);
+      std::span<const sealed_diff> unseen = diffs_between(entry->diffs, acquirer_time[rank_], UINT32_MAX);
+      const auto& received = entry->received;
+      last_of_writer.assign(received.size(), false);
+      for (std::size_t i = received.size(); i-- > 0;)
+        last_of_writer[i] = std::none_of(received.begin() + static_cast<long>(i) + 1, received.end(),
+                                         [&](const forwarded_diff& d) { return d.writer == received[i].writer; });
       std::size_t bytes = 0;
       for (const auto& diff : unseen) bytes += diff.bytes.size() + pushed_entry_bytes;
+      for (std::size_t i = 0; i < received.size(); ++i)
+        if (unseen_received(i, received[i])) bytes += received[i].bytes.size() + pushed_entry_bytes;
       if (bytes > budget) continue;
       budget -= bytes;
       for (const auto& diff : unseen) {
         put_pushed(grant, page, diff);
         ++count;
       }
+      for (std::size_t i = 0; i < received.size(); ++i)
+        if (const forwarded_diff& diff = received[i]; unseen_received(i, diff)) {
+          grant.put<std::int32_t>(diff.writer);
+          grant.put<std::uint32_t>(page);
+          grant.put<std::uint32_t>(diff.first);
+          grant.put<std::uint32_t>(diff.last);
+          grant.put_bytes(diff.bytes);
+          ++count;
+        }
     }
   memcpy(grant.buffer().data() + count_offset, &count, sizeof count);
+}
+
+// Under mutex_: another process's diff of a page, just applied to the copy
+// here, kept for this process's grants (push_to_acquirer) if some process
+// reads the page from this one; the last two of each writer, of the pages
+// that have readers, and no more than max_received_bytes in all until a
+// collection frees them.
+void node::keep_received(page_extra& entry, std::int32_t writer, std::uint32_t first,
+                         std::uint32_t last, std::span<const std::byte> bytes) {
+  if (entry.readers.empty() || received_bytes_ + bytes.size() > max_received_bytes) return;
+  auto& kept = entry.received;
+  if (std::count_if(kept.begin(), kept.end(),
+                    [&](const forwarded_diff& d) { return d.writer == writer; }) >= 2) {
+    auto oldest = std::find_if(kept.begin(), kept.end(),
+                               [&](const forwarded_diff& d) { return d.writer == writer; });
+    received_bytes_ -= oldest->bytes.size();
+    kept.erase(oldest);
+  }
+  kept.push_back({writer, first, last, std::vector<std::byte>(bytes.begin(), bytes.end())});
+  received_bytes_ += bytes.size();
 }
 
 // Half the largest message at most, the rest for the grant's intervals.

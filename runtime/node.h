@@ -99,6 +99,14 @@ struct sealed_diff {
   std::span<const std::byte> bytes;  // in diffs_ (diff_store.h)
 };
 
+// Another process's diff of a page, applied to the copy here and kept to
+// go on with this process's lock grants (see push_to_acquirer).
+struct forwarded_diff {
+  std::int32_t writer;
+  std::uint32_t first, last;
+  std::vector<std::byte> bytes;
+};
+
 // A process that asked for this process's diffs of a page: until the
 // barrier numbered `until`, the page's diffs go to it with each barrier.
 // `span` is how many barriers its next request for the page buys.
@@ -124,6 +132,7 @@ struct page_extra {
   std::uint32_t diffs_emptied = 0;      // the first so many of them emptied by shrink_diffs
   std::vector<writer_progress> writers; // other processes'
   std::vector<page_reader> readers;     // who reads this process's writes to it
+  std::vector<forwarded_diff> received; // other processes' diffs applied here lately, in order
 };
 
 // The diffs of a page that cover an interval of this process after
@@ -436,7 +445,9 @@ class node {
   void serve_lock_request(const incoming_request& request, std::uint32_t id,
                           const vector_time& requester_time);
   message_writer& make_grant(std::uint32_t id, const vector_time& requester_time, int requester);
-  void push_to_acquirer(message_writer& grant, int acquirer, std::uint32_t saw);
+  void push_to_acquirer(message_writer& grant, int acquirer, const vector_time& acquirer_time);
+  void keep_received(page_extra& entry, std::int32_t writer, std::uint32_t first, std::uint32_t last,
+                     std::span<const std::byte> bytes);
   void handle_cond(const incoming_request& request, message_type type, message_reader& reader);
   // Condition ids share the range of lock ids.
   void check_lock_id(const char* call, unsigned id, const char* kind = "lock");
@@ -568,6 +579,8 @@ class node {
   std::size_t unconfirmed_spills_ = 0;
   std::size_t twin_count_ = 0;
   std::size_t diff_bytes_ = 0;
+  std::size_t received_bytes_ = 0;      // of every page_extra's received diffs
+  std::vector<bool> forwarded_last_;    // push_to_acquirer's: the last received diff of its writer
   diff_store diffs_;                    // the bytes of every page_extra's diffs
   std::vector<std::byte> shrink_scratch_;  // shrink_diffs' diff being made smaller
   std::vector<std::uint8_t> shrink_written_;  // and the bytes written after it

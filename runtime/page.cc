@@ -658,6 +658,7 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
     std::int32_t writer;
     std::uint32_t first, last;
     std::span<const std::byte> bytes;
+    bool merged;              // asked for merged (alone): perhaps several of the writer's
     std::uint64_t order = 0;  // see below
   };
   std::vector<received> diffs;
@@ -710,7 +711,7 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
           if (!reader.ok() || first <= ask.from || first > last || !diff_valid(bytes, page_size_))
             protocol_failure("process " + std::to_string(writer) + " sent a bad diff of page " +
                              std::to_string(ask.page));
-          diffs.push_back({ask.page, writer, first, last, bytes});
+          diffs.push_back({ask.page, writer, first, last, bytes, ask.alone});
           ask.from = last;
         }
         if (!reader.ok() || (cut != 0 && a + 1 == answered && (count == 0 || ask.from >= ask.to)))
@@ -762,6 +763,9 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
     auto at = std::lower_bound(apart.begin(), apart.end(), diff.page);
     bool is_apart = at != apart.end() && *at == diff.page;
     diff_apply(is_apart ? apart_copies[at - apart.begin()] : runtime_page(diff.page), page_size_, diff.bytes);
+    // Not a merged diff (asked for alone): its order among other writers'
+    // diffs holds only here, where this writer's were all it lacked.
+    if (!diff.merged) keep_received(extra(diff.page), diff.writer, diff.first, diff.last, diff.bytes);
   }
   write_through_file(apart, apart_copies);
   counters_.diffs_applied.fetch_add(diffs.size(), std::memory_order_relaxed);

@@ -250,6 +250,55 @@ static void lock_ids(void) {
   finish("lock-ids");
 }
 
+/* Data that migrates around every process in turn under a lock, each
+ * waiting on a condition of its own until the one before signals it: a
+ * grant comes from the last writer, and carries the diffs it was sent of
+ * the writers before it as well as its own, which are all the acquirer
+ * lacks.  Over the last half of the turns a process faults for diffs
+ * twice at most, asking each other writer once (before grants carried
+ * other writers' diffs, on 3 processes and more it asked each of them at
+ * every turn; a writer pushes only to a process that has asked it for the
+ * page, which one whose grants came from others may not have), and the
+ * counter, the cells and the words each turn adds 1 to come out right.  (A grant carries 64 KiB of diffs at most: words enough
+ * that every writer's diffs fill that would make the acquirers fault.) */
+enum { ROUND_WORDS = 64 };
+static void lock_round(void) {
+  const int turns = 40;
+  const unsigned nprocs = Tmk_nprocs, me = Tmk_proc_id;
+  int mine = 0, i;
+  unsigned long asked_before = 0;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((nprocs + 2 + ROUND_WORDS) * sizeof(int));
+    memset(shared_ints, 0, (nprocs + 2 + ROUND_WORDS) * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  while (mine < turns) {
+    Tmk_lock_acquire(7);
+    if (mine == turns / 2) asked_before = Tmk_stat.diff_requests;
+    while ((unsigned)shared_ints[0] % nprocs != me) Tmk_lock_cond_wait(7, me);
+    check(shared_ints[0] == mine * (int)nprocs + (int)me, "the turn counter", shared_ints[0],
+          mine * (long)nprocs + me);
+    shared_ints[0]++;
+    shared_ints[2 + me] = ++mine;
+    for (i = 0; i < ROUND_WORDS; i++) shared_ints[2 + nprocs + i]++;
+    Tmk_lock_cond_signal(7, (me + 1) % nprocs);
+    Tmk_lock_release(7);
+  }
+  check(Tmk_stat.diff_requests - asked_before <= 2 * (nprocs - 1), "diff requests over the last turns (at most)",
+        (long)(Tmk_stat.diff_requests - asked_before), 2 * (nprocs - 1));
+  Tmk_barrier(1);
+  check(shared_ints[0] == turns * (int)nprocs, "the final counter", shared_ints[0], turns * (long)nprocs);
+  {
+    unsigned p;
+    for (p = 0; p < nprocs; p++) check(shared_ints[2 + p] == turns, "a process's cell", shared_ints[2 + p], turns);
+  }
+  for (i = 0; i < ROUND_WORDS; i++)
+    check(shared_ints[2 + nprocs + i] == turns * (int)nprocs, "a word every turn adds to",
+          shared_ints[2 + nprocs + i], turns * (long)nprocs);
+  finish("lock-round");
+}
+
 /* Data that migrates under a lock travels with the grant: the processes
  * take turns (a turn word under lock 6, no barriers), each adding to a
  * counter and stamping its cell on one page.  Once a process has asked a
@@ -2413,6 +2462,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "fresh-zeros") == 0) fresh_zeros();
   else if (strcmp(scenario, "merged-diffs") == 0) merged_diffs();
   else if (strcmp(scenario, "lock-pushes") == 0) lock_pushes();
+  else if (strcmp(scenario, "lock-round") == 0) lock_round();
   else if (strcmp(scenario, "lock-ids") == 0) lock_ids();
   else if (strcmp(scenario, "lock-again") == 0) lock_again();
   else if (strcmp(scenario, "many-intervals") == 0) many_intervals();
