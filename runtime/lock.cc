@@ -103,10 +103,9 @@ void node::push_to_acquirer(message_writer& grant, int acquirer, const vector_ti
   // heard of, and else the last: it may have heard of an interval without
   // applying its diff (a page it has not read since), and then lacks it
   // all the same (it skips one it has applied).
-  std::vector<bool>& last_of_writer = forwarded_last_;
-  auto unseen_received = [&](std::size_t index, const forwarded_diff& diff) {
-    return diff.writer != acquirer && (diff.last > acquirer_time[static_cast<std::size_t>(diff.writer)] ||
-                                       last_of_writer[index]);
+  auto unseen_received = [&](const forwarded_diff& diff) {
+    return diff.writer != acquirer &&
+           (diff.last > acquirer_time[static_cast<std::size_t>(diff.writer)] || diff.latest);
   };
   if (acquirer != rank_)
     for (std::uint32_t page : subscribed_) {
@@ -119,23 +118,18 @@ void node::push_to_acquirer(message_writer& grant, int acquirer, const vector_ti
       if (entry->twin != nullptr && entry->twin_start <= time_[rank_]) seal_while_writable(page, *entry);
       // A page's diffs all or none: the acquirer applies none of a part.
       std::span<const sealed_diff> unseen = diffs_between(entry->diffs, acquirer_time[rank_], UINT32_MAX);
-      const auto& received = entry->received;
-      last_of_writer.assign(received.size(), false);
-      for (std::size_t i = received.size(); i-- > 0;)
-        last_of_writer[i] = std::none_of(received.begin() + static_cast<long>(i) + 1, received.end(),
-                                         [&](const forwarded_diff& d) { return d.writer == received[i].writer; });
       std::size_t bytes = 0;
       for (const auto& diff : unseen) bytes += diff.bytes.size() + pushed_entry_bytes;
-      for (std::size_t i = 0; i < received.size(); ++i)
-        if (unseen_received(i, received[i])) bytes += received[i].bytes.size() + pushed_entry_bytes;
+      for (const auto& diff : entry->received)
+        if (unseen_received(diff)) bytes += diff.bytes.size() + pushed_entry_bytes;
       if (bytes > budget) continue;
       budget -= bytes;
       for (const auto& diff : unseen) {
         put_pushed(grant, page, diff);
         ++count;
       }
-      for (std::size_t i = 0; i < received.size(); ++i)
-        if (const forwarded_diff& diff = received[i]; unseen_received(i, diff)) {
+      for (const auto& diff : entry->received)
+        if (unseen_received(diff)) {
           grant.put<std::int32_t>(diff.writer);
           grant.put<std::uint32_t>(page);
           grant.put<std::uint32_t>(diff.first);
@@ -156,14 +150,15 @@ void node::keep_received(page_extra& entry, std::int32_t writer, std::uint32_t f
                          std::uint32_t last, std::span<const std::byte> bytes) {
   if (entry.readers.empty() || received_bytes_ + bytes.size() > max_received_bytes) return;
   auto& kept = entry.received;
-  if (std::count_if(kept.begin(), kept.end(),
-                    [&](const forwarded_diff& d) { return d.writer == writer; }) >= 2) {
-    auto oldest = std::find_if(kept.begin(), kept.end(),
-                               [&](const forwarded_diff& d) { return d.writer == writer; });
-    received_bytes_ -= oldest->bytes.size();
-    kept.erase(oldest);
+  auto of_writer = [&](const forwarded_diff& d) { return d.writer == writer; };
+  auto previous = std::find_if(kept.begin(), kept.end(), of_writer);
+  if (previous != kept.end() && !previous->latest) {  // two kept: the older goes
+    received_bytes_ -= previous->bytes.size();
+    kept.erase(previous);
+    previous = std::find_if(kept.begin(), kept.end(), of_writer);
   }
-  kept.push_back({writer, first, last, std::vector<std::byte>(bytes.begin(), bytes.end())});
+  if (previous != kept.end()) previous->latest = false;
+  kept.push_back({writer, first, last, std::vector<std::byte>(bytes.begin(), bytes.end()), true});
   received_bytes_ += bytes.size();
 }
 

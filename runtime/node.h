@@ -105,6 +105,7 @@ struct forwarded_diff {
   std::int32_t writer;
   std::uint32_t first, last;
   std::vector<std::byte> bytes;
+  bool latest;  // the last kept of its writer's
 };
 
 // A process that asked for this process's diffs of a page: until the
@@ -580,7 +581,6 @@ class node {
   std::size_t twin_count_ = 0;
   std::size_t diff_bytes_ = 0;
   std::size_t received_bytes_ = 0;      // of every page_extra's received diffs
-  std::vector<bool> forwarded_last_;    // push_to_acquirer's: the last received diff of its writer
   diff_store diffs_;                    // the bytes of every page_extra's diffs
   std::vector<std::byte> shrink_scratch_;  // shrink_diffs' diff being made smaller
   std::vector<std::uint8_t> shrink_written_;  // and the bytes written after it
