@@ -165,9 +165,12 @@ int main(int argc, char **argv)
     Tmk_errexit("lock: the %s case needs at least %d processes (-- -n %d)", options.which,
                 indirect ? 3 : 2, indirect ? 3 : 2);
   unsigned releaser = indirect ? 2 : 0;
-  if (strcmp(options.which, "round") == 0)
+  if (strcmp(options.which, "round") == 0) {
+    options.operation = "turn";
     round_case(&options);
+  }
   if (strcmp(options.which, "migratory") == 0) {
+    options.operation = "hand-off";
     block_words = (size_t)BLOCK_PAGES * Tmk_page_size / sizeof *block;
     if (Tmk_proc_id == 0) {
       block = Tmk_malloc(BLOCK_PAGES * Tmk_page_size);
