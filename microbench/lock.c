@@ -86,13 +86,12 @@ static double alternate(unsigned releaser, int iterations)
     if (Tmk_proc_id == 1) {
       double start = microbench_now_us();
       Tmk_lock_acquire(LOCK_ID);
-      if (block != NULL) {
+      if (block != NULL)
         increment_block();
-        acquiring += microbench_now_us() - start;
+      acquiring += microbench_now_us() - start;
+      if (block != NULL) {
         increments++;
         check_block();
-      } else {
-        acquiring += microbench_now_us() - start;
       }
       Tmk_lock_release(LOCK_ID);
     }

@@ -358,11 +358,17 @@ void node::push_diffs(message_writer& arrival, direct_pushes& direct) {
 }
 
 void node::put_pushed(message_writer& message, std::uint32_t page, const sealed_diff& diff) const {
-  message.put<std::int32_t>(rank_);
+  put_pushed(message, rank_, page, diff.first, diff.last, diff.bytes);
+}
+
+// Another writer's diff, kept here (keep_received), in the same form.
+void node::put_pushed(message_writer& message, std::int32_t writer, std::uint32_t page,
+                      std::uint32_t first, std::uint32_t last, std::span<const std::byte> bytes) {
+  message.put<std::int32_t>(writer);
   message.put<std::uint32_t>(page);
-  message.put<std::uint32_t>(diff.first);
-  message.put<std::uint32_t>(diff.last);
-  message.put_bytes(diff.bytes);
+  message.put<std::uint32_t>(first);
+  message.put<std::uint32_t>(last);
+  message.put_bytes(bytes);
 }
 
 // One way, at a reader: a writer's pushes of a barrier, sent here directly

@@ -130,11 +130,7 @@ void node::push_to_acquirer(message_writer& grant, int acquirer, const vector_ti
       }
       for (const auto& diff : entry->received)
         if (unseen_received(diff)) {
-          grant.put<std::int32_t>(diff.writer);
-          grant.put<std::uint32_t>(page);
-          grant.put<std::uint32_t>(diff.first);
-          grant.put<std::uint32_t>(diff.last);
-          grant.put_bytes(diff.bytes);
+          put_pushed(grant, diff.writer, page, diff.first, diff.last, diff.bytes);
           ++count;
         }
     }

@@ -492,6 +492,8 @@ class node {
   std::size_t grant_push_budget() const;
   static constexpr std::size_t message_overhead = 64;
   void put_pushed(message_writer& message, std::uint32_t page, const sealed_diff& diff) const;
+  static void put_pushed(message_writer& message, std::int32_t writer, std::uint32_t page,
+                         std::uint32_t first, std::uint32_t last, std::span<const std::byte> bytes);
   // Returns, per writer, the pages this process stops taking its pushes of.
   // keep_read_only: a read-only copy brought up to date stays mapped (at a
   // barrier); otherwise only a writable one does (at a lock grant).  more:
