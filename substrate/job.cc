@@ -1249,9 +1249,13 @@ void job::watch(double seconds, const std::string& what) {
     std::unique_lock lock(mutex_);
     if (changed_.wait_until(lock, seconds_from_now(seconds), [this] { return watch_over_; }))
       return;
-    log_message(log_level::error, "%s did not end within %g s; stopping", what.c_str(), seconds);
-    fflush(stderr);
-    _exit(1);
+    lock.unlock();
+    // As any stop of the job: the others connected by then are told why.
+    // A process still in the warm-up that only saw this one's connection
+    // close said "lost process N" instead, naming no cause.
+    char limit[32];
+    snprintf(limit, sizeof limit, "%g", seconds);
+    fatal(what + " did not end within " + limit + " s; stopping");
   });
   pthread_setname_np(watch_.native_handle(), "tmk-watch");
 }

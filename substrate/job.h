@@ -117,7 +117,8 @@ class job {
   // (start-up, MPI_Finalize), and the substrate's warm-up at start-up, where
   // every process lives and answers the monitor, and a message that never
   // arrives means a transport that cannot reach its peer.  Past it the
-  // process says what it waited for and exits, until unwatch.
+  // process stops the job (fatal), saying what it waited for, until
+  // unwatch.
   void watch(double seconds, const std::string& what);
   void unwatch();
 
