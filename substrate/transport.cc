@@ -281,12 +281,18 @@ void transport::service_loop() {
       // what comes (serve_while_waiting), as it does while the service
       // thread sleeps: holding it, this thread left a lock acquire on 2
       // processes waiting for that switch, 0.5 ms (BENCHMARKS.md).  Taken
-      // back without blocking: a caller's hand-back wakes no sleeper.
+      // back without blocking: a caller's hand-back wakes no sleeper.  Not
+      // taken back while the caller, spinning in a wait, asks for it: it
+      // takes it within 16 rounds of its spin.  Retaken at once, the
+      // channel went back to this thread whenever another process ran on
+      // the core between the two threads (the hand-over test under a
+      // loaded ctest: no echo served by the caller, 2 runs in 40).
       if (++idle_rounds % 1024 == 0) {
         serving_flag = false;
         own.unlock();
         do std::this_thread::yield();
-        while (!own.try_lock() && !stopping_.load(std::memory_order_relaxed));
+        while ((caller_asks_channel_.load(std::memory_order_relaxed) || !own.try_lock()) &&
+               !stopping_.load(std::memory_order_relaxed));
         if (!own.owns_lock()) break;
         serving_flag = true;
       }
@@ -1430,6 +1436,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
   // context switch: an empty barrier on 8 processes on the 2 cores of
   // BENCHMARKS.md took 160 us that way, 50 us yielding.
   const bool yielding = !core_per_process_;
+  const bool polled = config_.notify == notify_mode::poll;
   const auto spin_window = std::chrono::microseconds(config_.wait_spin_us);
   struct asleep_scope {
     transport& self;
@@ -1476,7 +1483,14 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
   struct hold_scope {
     transport& self;
     channel_hold hold;
+    bool asked = false;  // caller_asks_channel_ set by this wait
+    void ask(bool wanted) {
+      if (asked == wanted) return;
+      asked = wanted;
+      self.caller_asks_channel_.store(wanted, std::memory_order_relaxed);
+    }
     ~hold_scope() {
+      ask(false);
       self.hand_back(hold);
       // Not in a wait inside one that still holds the channel; a failure
       // here is the job's, and every later wait reports it.
@@ -1507,9 +1521,13 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
       if (serve_caller_requests()) spin_until = (looked = clock_type::now()) + spin_window;
       if (all_done()) return status::ok();
       if (interrupted()) return status(status_code::interrupted, "interrupted");
-      if ((round & serve_mask) == 0 && serve_while_waiting(holding.hold)) {
-        spin_until = (looked = clock_type::now()) + spin_window;
-        continue;
+      if ((round & serve_mask) == 0) {
+        bool served = serve_while_waiting(holding.hold);
+        if (polled) holding.ask(!holding.hold.own.owns_lock());
+        if (served) {
+          spin_until = (looked = clock_type::now()) + spin_window;
+          continue;
+        }
       }
       if (job_.failed()) return job_.failure();
       if ((round & 15) == 0) {
@@ -1526,6 +1544,7 @@ status transport::wait_until_done(std::span<const request_id> ids, bool interrup
       }
     }
     ring_owed(true);
+    holding.ask(false);
     hand_back(holding.hold);
     asleep_scope asleep(*this);
     // Arming fails while a send of this worker is in flight: one to a lost

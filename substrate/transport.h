@@ -579,6 +579,12 @@ class transport {
   // Set when the service thread has answered its own caller, who needs
   // the core back.
   std::atomic<bool> caller_woken_{false};
+  // TMK_NOTIFY=poll: set while the calling thread spins in a wait and
+  // found the request channel held by the service thread, which then,
+  // once it lets go between polls, leaves the channel to the caller
+  // instead of taking it back (service_loop).  Cleared when the caller
+  // takes the channel, sleeps or leaves the wait.
+  std::atomic<bool> caller_asks_channel_{false};
   // Set by interrupt_wait(), cleared by the interruptible wait it ends.
   std::atomic<bool> interrupt_{false};
   // No more processes of this job on this host than cores: a waiting
