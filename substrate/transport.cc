@@ -268,7 +268,7 @@ void transport::service_loop() {
   service_flag = true;
   serving_flag = true;
   const bool polling = config_.notify == notify_mode::poll;
-  unsigned polls = 0;  // rounds since this thread last yielded, busy or idle
+  unsigned polls = 0;  // rounds of polling, busy or idle: a yield every 1024
   while (!stopping_.load(std::memory_order_relaxed)) {
     bool served = progress(channel::request) != 0;
     if (served) {

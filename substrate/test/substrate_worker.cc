@@ -789,8 +789,9 @@ struct worker {
   // reply process 1 holds back until they are done), 200 us apart, longer
   // than the service thread's spin (interrupt); polling, that thread lets
   // go every 1024 polls, however busy: the caller takes the request
-  // channel while that thread lets go of it, and serves what comes.  Process 0 prints on standard error how many
-  // echoes its calling thread served, for the test to check.
+  // channel while that thread lets go of it, and serves what comes.
+  // Process 0 prints on standard error how many echoes its calling thread
+  // served, for the test to check.
   void wait_serves(int count) {
     if (size == 1 || rank > 1) return;
     if (rank == 0) {
