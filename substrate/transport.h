@@ -521,7 +521,7 @@ class transport {
     std::int32_t caller_tid;      // the calling thread there
     std::uint32_t caller_asleep;  // the caller sleeps (set_caller_idle): its core is free
     // Messages sent with a ring to this process's request channel, counted
-    // by their senders once the send returns (see sleep_on_doorbell).
+    // by their senders before they send them (see sleep_on_doorbell).
     std::uint64_t rung_in;
   };
   doorbell& bell_of(int of_rank) const {
