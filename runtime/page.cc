@@ -708,7 +708,11 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
           std::uint32_t first = reader.take<std::uint32_t>();
           std::uint32_t last = reader.take<std::uint32_t>();
           auto bytes = reader.get_bytes();
-          if (!reader.ok() || first <= ask.from || first > last || !diff_valid(bytes, page_size_))
+          // A diff after another of the same answer may start at the
+          // interval where that one ended: the open interval, sealed twice
+          // (retire_twins, then the close), and applied in that order.
+          bool after = first > ask.from || (k > 0 && first == ask.from);
+          if (!reader.ok() || !after || first > last || !diff_valid(bytes, page_size_))
             protocol_failure("process " + std::to_string(writer) + " sent a bad diff of page " +
                              std::to_string(ask.page));
           diffs.push_back({ask.page, writer, first, last, bytes, ask.alone});
@@ -919,9 +923,20 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
           job_.fatal("a diff kept for page " + std::to_string(page) + " is malformed");
         if (fits(12 + merged_.size())) put_diff(wanted.front().first, wanted.back().last, merged_);
       } else {
-        for (const auto& diff : wanted) {
-          if (!fits(12 + diff.bytes.size())) break;
-          put_diff(diff.first, diff.last, diff.bytes);
+        std::size_t put = 0;
+        std::vector<std::size_t> before;  // the answer's size before each diff
+        for (; put < wanted.size() && fits(12 + wanted[put].bytes.size()); ++put) {
+          before.push_back(answer.size());
+          put_diff(wanted[put].first, wanted[put].last, wanted[put].bytes);
+        }
+        // Not cut between two diffs of one interval (the open interval's,
+        // sealed twice: retire_twins, then the close): the next request
+        // asks for the diffs after the last interval received, which
+        // leaves the second out.
+        while (put > 0 && put < wanted.size() && wanted[put].first == wanted[put - 1].last) {
+          --put;
+          --count;
+          answer.buffer().resize(before[put]);
         }
       }
       if (count == 0 && !wanted.empty()) {
