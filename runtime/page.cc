@@ -923,20 +923,22 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
           job_.fatal("a diff kept for page " + std::to_string(page) + " is malformed");
         if (fits(12 + merged_.size())) put_diff(wanted.front().first, wanted.back().last, merged_);
       } else {
-        std::size_t put = 0;
-        std::vector<std::size_t> before;  // the answer's size before each diff
-        for (; put < wanted.size() && fits(12 + wanted[put].bytes.size()); ++put) {
-          before.push_back(answer.size());
-          put_diff(wanted[put].first, wanted[put].last, wanted[put].bytes);
-        }
         // Not cut between two diffs of one interval (the open interval's,
         // sealed twice: retire_twins, then the close): the next request
         // asks for the diffs after the last interval received, which
-        // leaves the second out.
-        while (put > 0 && put < wanted.size() && wanted[put].first == wanted[put - 1].last) {
-          --put;
-          --count;
-          answer.buffer().resize(before[put]);
+        // leaves the second out.  A run of diffs each starting where the
+        // one before ended goes whole or not at all.
+        std::size_t put = 0, run = 0, run_offset = answer.size();
+        for (; put < wanted.size() && fits(12 + wanted[put].bytes.size()); ++put) {
+          if (put == 0 || wanted[put].first != wanted[put - 1].last) {
+            run = put;
+            run_offset = answer.size();
+          }
+          put_diff(wanted[put].first, wanted[put].last, wanted[put].bytes);
+        }
+        if (put > 0 && put < wanted.size() && wanted[put].first == wanted[put - 1].last) {
+          count -= static_cast<std::uint32_t>(put - run);
+          answer.buffer().resize(run_offset);
         }
       }
       if (count == 0 && !wanted.empty()) {
