@@ -305,7 +305,6 @@ void node::judge_first_spills(std::size_t written, std::size_t unwritten) {
 // the same address, would report it).
 void node::seal(page_extra& entry, const std::byte* contents) {
   record_diff(entry, contents);
-  diff_apply(entry.twin, page_size_, entry.diffs.back().bytes);
   entry.twin_start = time_[rank_] + 1;
   entry.speculative = true;
   entry.idle_closes = 0;
@@ -326,17 +325,51 @@ void node::seal_while_writable(std::uint32_t page, page_extra& entry) {
 
 // The diff of a page's contents (read through one of its views) against
 // its twin, labelled with the intervals it covers, kept for the processes
-// that ask for it.
+// that ask for it; the twin takes it.  A page sealed in the open interval
+// once its twin starts there (retire_twins, the twin sealed for a request
+// before) and again before that interval is sent anywhere (its page
+// written by another thread of the program in between, and twinned anew)
+// would have two diffs labelled [open, open]: the second is merged into
+// the first.  A reader asks for a page's diffs after the last interval it
+// has (fetch_diffs) and applies a pushed diff only after the last it
+// applied (apply_pushed), and a barrier pushes a page's last diff alone:
+// each would have left one of the two out (api_worker's sealed-twice
+// scenario: the reader lost the first seal's write in 3 rounds of 4; its
+// thread-calls scenario on 5 processes stopped with "sent a bad diff" in
+// 2-3 runs of 60).  No other process may have the first yet: the open
+// interval's diffs are asked for, and pushes of them applied, only once
+// their writer has closed it and made its notices known, and the twin
+// starting in that interval is sealed before its diffs go anywhere.
 void node::record_diff(page_extra& entry, const std::byte* contents) {
   if (diffs_.full(diff_max_bytes(page_size_))) shrink_diffs();
   std::byte* room = diffs_.room(diff_max_bytes(page_size_));
   if (room == nullptr) job_.fatal("out of memory for the diff of a page");
   std::size_t size = diff_create(entry.twin, contents, page_size_, room);
-  sealed_diff sealed{entry.twin_start, std::max(entry.twin_start, time_[rank_]),
-                     diffs_.keep_made(size)};
-  diff_bytes_ += sealed.bytes.size() + sizeof sealed;
-  entry.diffs.push_back(std::move(sealed));
+  diff_apply(entry.twin, page_size_, {room, size});
   counters_.diffs_created.fetch_add(1, std::memory_order_relaxed);
+  std::uint32_t first = entry.twin_start, last = std::max(entry.twin_start, time_[rank_]);
+  auto& diffs = entry.diffs;
+  if (diffs.empty() || diffs.back().last < first) {
+    sealed_diff sealed{first, last, diffs_.keep_made(size)};
+    diff_bytes_ += sealed.bytes.size() + sizeof sealed;
+    diffs.push_back(std::move(sealed));
+    return;
+  }
+  sealed_diff& before = diffs.back();
+  std::span<const std::byte> parts[] = {before.bytes, {room, size}};
+  std::vector<std::byte> merged;
+  if (!diff_merge(parts, page_size_, merged)) job_.fatal("a diff kept of a page is malformed");
+  memcpy(room, merged.data(), merged.size());  // within the room: no diff of a page is larger
+  diff_bytes_ -= before.bytes.size();
+  diffs_.rewrite(before.bytes, nullptr, 0);
+  before.bytes = diffs_.keep_made(merged.size());
+  before.last = std::max(before.last, last);
+  diff_bytes_ += before.bytes.size();
+  // New bytes, for shrink_diffs to take out of the diffs before and to
+  // move with the others.
+  auto at = static_cast<std::uint32_t>(diffs.size() - 1);
+  entry.diffs_shrunk = std::min(entry.diffs_shrunk, at);
+  entry.diffs_emptied = std::min(entry.diffs_emptied, at);
 }
 
 void node::drop_twin(page_extra& entry) {
@@ -708,11 +741,7 @@ void node::fetch_diffs(const std::vector<std::uint32_t>& pages, std::uint32_t fa
           std::uint32_t first = reader.take<std::uint32_t>();
           std::uint32_t last = reader.take<std::uint32_t>();
           auto bytes = reader.get_bytes();
-          // A diff after another of the same answer may start at the
-          // interval where that one ended: the open interval, sealed twice
-          // (retire_twins, then the close), and applied in that order.
-          bool after = first > ask.from || (k > 0 && first == ask.from);
-          if (!reader.ok() || !after || first > last || !diff_valid(bytes, page_size_))
+          if (!reader.ok() || first <= ask.from || first > last || !diff_valid(bytes, page_size_))
             protocol_failure("process " + std::to_string(writer) + " sent a bad diff of page " +
                              std::to_string(ask.page));
           diffs.push_back({ask.page, writer, first, last, bytes, ask.alone});
@@ -923,22 +952,9 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
           job_.fatal("a diff kept for page " + std::to_string(page) + " is malformed");
         if (fits(12 + merged_.size())) put_diff(wanted.front().first, wanted.back().last, merged_);
       } else {
-        // Not cut between two diffs of one interval (the open interval's,
-        // sealed twice: retire_twins, then the close): the next request
-        // asks for the diffs after the last interval received, which
-        // leaves the second out.  A run of diffs each starting where the
-        // one before ended goes whole or not at all.
-        std::size_t put = 0, run = 0, run_offset = answer.size();
-        for (; put < wanted.size() && fits(12 + wanted[put].bytes.size()); ++put) {
-          if (put == 0 || wanted[put].first != wanted[put - 1].last) {
-            run = put;
-            run_offset = answer.size();
-          }
-          put_diff(wanted[put].first, wanted[put].last, wanted[put].bytes);
-        }
-        if (put > 0 && put < wanted.size() && wanted[put].first == wanted[put - 1].last) {
-          count -= static_cast<std::uint32_t>(put - run);
-          answer.buffer().resize(run_offset);
+        for (const auto& diff : wanted) {
+          if (!fits(12 + diff.bytes.size())) break;
+          put_diff(diff.first, diff.last, diff.bytes);
         }
       }
       if (count == 0 && !wanted.empty()) {

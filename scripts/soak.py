@@ -47,7 +47,8 @@ def pick_program(rng, build):
         scenario = rng.choice(["release-acquire", "false-sharing", "byte-sharing", "barriers",
                                "conditions", "garbage", "garbage-locks", "copy-order", "free-reuse",
                                "lock-pushes", "lock-again", "many-intervals", "pushes-stop",
-                               "merged-diffs", "shrunk-diffs", "threads", "thread-calls"])
+                               "merged-diffs", "shrunk-diffs", "threads", "thread-calls",
+                               "sealed-twice"])
         env = {}
         argv = [api, "-t", scenario]
         if scenario == "garbage":
@@ -58,7 +59,7 @@ def pick_program(rng, build):
             env["TMK_GC_THRESHOLD"] = "16K"
         if scenario == "shrunk-diffs":
             env["TMK_GC_THRESHOLD"] = "4M"
-        if scenario == "thread-calls" and rng.random() < 0.5:
+        if scenario in ("thread-calls", "sealed-twice") and rng.random() < 0.5:
             env["TMK_GC_THRESHOLD"] = "16K"  # collections while another thread writes
         lowest = 4 if scenario in ("copy-order", "free-reuse") else 2
         return argv, scenario + ": passed", lowest, env

@@ -103,7 +103,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "whole-and-diffs", "strided-first-writes", "heap-end-writes", "read-past-own",
                                          "read-passed-over",
                                          "merged-diffs", "lock-pushes", "lock-round", "lock-ids", "lock-again",
-                                         "many-intervals", "threads", "thread-calls", "program-signals",
+                                         "many-intervals", "threads", "thread-calls", "sealed-twice", "program-signals",
                                          "own-fault-handler", "forked-child", "sparse-first-writes"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);

@@ -570,6 +570,77 @@ static void write_block_slowly(int round) {
   }
 }
 
+/* One page sealed twice in one interval of process 1, by its two
+ * threads.  Process 1 writes word 1 of a fresh page; after a barrier
+ * process 0 reads it (process 1 seals the page for it, keeping its twin)
+ * and writes word 0, then comes to the next barrier late.  Process 1's
+ * main thread waits in that barrier meanwhile, and a second thread of
+ * process 1 writes word 2.  Process 0's notice then invalidates the page
+ * at process 1, which seals the second thread's write with the twin in
+ * the interval still open.  Process 1 then writes word 3, twinned anew in
+ * that interval, and at the next barrier pushes the page to its reader,
+ * process 0.  Labelled with the same interval, the two seals' diffs went
+ * as two, and the push carried the second alone: process 0 lost word 2.
+ * Every process then checks the four words.  The second thread writes
+ * 20 ms into a wait of about 120 ms; on a machine so loaded that it
+ * writes before the main thread's close, or after the barrier, the page
+ * is sealed once and the round checks the usual case. */
+enum { sealed_rounds = 4, sealed_late_us = 120000, sealed_write_us = 20000 };
+static int sealed_waiting;  /* process 1's main thread is at the barrier */
+
+static int sealed_value(int round, int word) { return 1000 * (round + 1) + word; }
+
+struct sealed_word {
+  int *word, value;
+};
+
+static void *write_while_waiting(void *arg) {
+  struct sealed_word *write = arg;
+  while (!__atomic_load_n(&sealed_waiting, __ATOMIC_ACQUIRE)) usleep(1000);
+  usleep(sealed_write_us);
+  *write->word = write->value;
+  return NULL;
+}
+
+static void sealed_twice(void) {
+  int round, word;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc(sealed_rounds * PAGE_WORDS * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  unsigned writer = Tmk_nprocs > 1 ? 1 : 0;
+  for (round = 0; round < sealed_rounds; round++) {
+    int *page = shared_ints + (long)round * PAGE_WORDS;
+    pthread_t other;
+    struct sealed_word second = {&page[2], sealed_value(round, 2)};
+    if (Tmk_proc_id == writer) page[1] = sealed_value(round, 1);
+    Tmk_barrier(1);
+    if (Tmk_proc_id == 0) {
+      check(page[1] == sealed_value(round, 1), "word 1 of a page, before the second seal", page[1],
+            sealed_value(round, 1));
+      page[0] = sealed_value(round, 0);
+      usleep(sealed_late_us);
+    }
+    if (Tmk_proc_id == writer) {
+      if (pthread_create(&other, NULL, write_while_waiting, &second) != 0)
+        Tmk_errexit("sealed-twice: pthread_create failed");
+      __atomic_store_n(&sealed_waiting, 1, __ATOMIC_RELEASE);
+    }
+    Tmk_barrier(2);
+    if (Tmk_proc_id == writer) {
+      pthread_join(other, NULL);
+      __atomic_store_n(&sealed_waiting, 0, __ATOMIC_RELEASE);
+      page[3] = sealed_value(round, 3);
+    }
+    Tmk_barrier(3);
+    for (word = 0; word < 4; word++)
+      check(page[word] == sealed_value(round, word), "a word of a page sealed twice in one interval",
+            page[word], sealed_value(round, word));
+  }
+  finish("sealed-twice");
+}
+
 /* Process 0 allocates words ints (shared_ints) and a count, set to 0,
  * whose address goes in *count (a global), and hands both to everyone. */
 static void allocate_ints_and_count(long words, long **count) {
@@ -2448,6 +2519,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "top-pages") == 0) top_pages();
   else if (strcmp(scenario, "threads") == 0) threads();
   else if (strcmp(scenario, "thread-calls") == 0) thread_calls();
+  else if (strcmp(scenario, "sealed-twice") == 0) sealed_twice();
   else if (strcmp(scenario, "program-signals") == 0) program_signals();
   else if (strcmp(scenario, "handler-touches") == 0) handler_reentry(1);
   else if (strcmp(scenario, "own-fault-handler") == 0) own_fault_handler();
