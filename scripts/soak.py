@@ -4,15 +4,16 @@
 Each run picks a program, a process count (2 to 8: more than the cores
 here) and settings: the substrate, doorbells, how long a ring is held
 back, how many pages a fault brings, how soon process 0 looks for a
-deadlock, a small garbage-collection threshold, and runs it once.  The programs check themselves: the runtime's seeded
-random programs against their sequential oracle (api_worker -t stress,
-and its lock, barrier, collection and thread scenarios), the four applications
-at small sizes against their sequential runs, and the substrate's
-scenarios.  A run fails when it exits non-zero, does not report that it
-passed, outlives --timeout (a hang), or says that a message sent with a
-ring waited for it or that UCX got a receive buffer back late.  Every run is
-printed with the command and settings that repeat it; the first failure
-stops the soak with its output unless --keep-going.
+deadlock, a small garbage-collection threshold, and runs it once. The
+programs check themselves: the runtime's seeded random programs against
+their sequential oracle (api_worker -t stress, -t thread-stress with two
+threads a process, and its lock, barrier, collection and thread
+scenarios), the four applications at small sizes against their sequential
+runs, and the substrate's scenarios. A run fails when it exits non-zero,
+does not report that it passed, outlives --timeout (a hang), or says that
+a message sent with a ring waited for it or that UCX got a receive buffer
+back late. Every run is printed with the command and settings that repeat
+it; the first failure stops the soak with its output unless --keep-going.
 
     scripts/soak.py [--minutes 30] [--seed N] [--timeout 180] [--keep-going]
                     [--build build]
@@ -41,8 +42,10 @@ def pick_program(rng, build):
     kind = rng.choice(["stress", "stress", "stress", "api", "app", "app", "substrate"])
     if kind == "stress":
         seed = rng.randrange(1, 1 << 20)
-        return [api, "-t", "stress", "-i", str(rng.choice([100, 200, 400])), "-x", str(seed)], \
-            "stress: passed", 2, {}
+        scenario = rng.choice(["stress", "stress", "thread-stress"])
+        env = {"TMK_GC_THRESHOLD": "16K"} if scenario == "thread-stress" and rng.random() < 0.5 else {}
+        return [api, "-t", scenario, "-i", str(rng.choice([100, 200, 400])), "-x", str(seed)], \
+            scenario + ": passed", 2, env
     if kind == "api":
         scenario = rng.choice(["release-acquire", "false-sharing", "byte-sharing", "barriers",
                                "conditions", "garbage", "garbage-locks", "copy-order", "free-reuse",

@@ -1857,23 +1857,30 @@ static void garbage(void) {
   finish("garbage");
 }
 
+/* A transfer's writes: delta from one counter to another, which gains 1
+ * besides, as the group's sum does. */
+static void move_amount(long *from, long *to, long *total, long delta) {
+  *from += delta;
+  *to -= delta;
+  *to += 1;
+  *total += 1;
+}
+
 /* Random transfers between counters of one group under the group's lock:
  * counter[0 .. counters-1], then each group's sum (the counters of group g
- * are g, g + groups, ...).  Each keeps the sum but for one, which the
- * group's sum follows; the sum is checked at every acquire. */
-static void random_transfer(long *counter, int counters, int groups, unsigned *state) {
+ * are g, g + groups, ...), each stride longs from the one before.  Each
+ * keeps the sum but for one, which the group's sum follows; the sum is
+ * checked at every acquire. */
+static void random_transfer(long *counter, int stride, int counters, int groups, unsigned *state) {
   int a = (int)(next_random(state) % counters), b, i;
   int group = a % groups;
   long delta = (long)(next_random(state) % 100) - 50;
-  long sum = 0;
+  long sum = 0, *total = &counter[(long)(counters + group) * stride];
   b = (int)((a + groups * (1 + next_random(state) % 7)) % counters); /* same group */
   Tmk_lock_acquire(group);
-  for (i = group; i < counters; i += groups) sum += counter[i];
-  check(sum == counter[counters + group], "a group's invariant under its lock", sum, counter[counters + group]);
-  counter[a] += delta;
-  counter[b] -= delta;
-  counter[b] += 1;
-  counter[counters + group] += 1;
+  for (i = group; i < counters; i += groups) sum += counter[(long)i * stride];
+  check(sum == *total, "a group's invariant under its lock", sum, *total);
+  move_amount(&counter[(long)a * stride], &counter[(long)b * stride], total, delta);
   Tmk_lock_release(group);
 }
 
@@ -1912,7 +1919,7 @@ static void stress(void) {
     /* Locked updates: every process's operations, replayed by all for the
      * oracle (additions commute, so the order does not matter). */
     unsigned state = seed * 31 + phase * 977 + Tmk_proc_id;
-    for (step = 0; step < iterations; step++) random_transfer(counter, counters, groups, &state);
+    for (step = 0; step < iterations; step++) random_transfer(counter, 1, counters, groups, &state);
     for (p = 0; p < Tmk_nprocs; p++) replay_transfers(expected, counters, groups, seed * 31 + phase * 977 + p, iterations);
     /* Barrier-separated slices: each process rewrites its own. */
     for (i = 0; i < slice_words; i++) slices[Tmk_proc_id * slice_words + i] = phase * 100000 + Tmk_proc_id * 10000 + i;
@@ -1925,6 +1932,119 @@ static void stress(void) {
     Tmk_barrier(2);
   }
   finish("stress");
+}
+
+/* The stress program with two threads a process: each thread has its own
+ * seeded stream of locked transfers and its own slice, which it rewrites a
+ * piece at a time between its transfers, so that one thread writes while
+ * the other is in Tmk_lock_acquire or Tmk_lock_release (closing intervals,
+ * sealing pages for requests, retiring the twins of pages other processes
+ * wrote, taking in grants).  The two take turns at their transfers under a
+ * mutex of their own, as the README asks of threads that share locks.
+ * Every page holds counters and words of every thread's slice: a counter
+ * every duo_stride longs, the slices' words dealt out between them in
+ * turn, so that each page is written under every lock and by every
+ * thread.  The threads meet before the main thread's barrier, after which
+ * every counter is checked against the oracle and every slice word by
+ * word. */
+enum { duo_counters = 3008, duo_groups = 16, duo_stride = 4 };
+static pthread_mutex_t duo_transfers = PTHREAD_MUTEX_INITIALIZER;
+static pthread_barrier_t duo_meeting;
+
+struct duo_thread {
+  long *cells;
+  int thread;
+};
+
+/* Words of each thread's slice: the cells' gaps shared out. */
+static int duo_slice_words(void) {
+  return (duo_stride - 1) * (duo_counters + duo_groups) / (2 * (int)Tmk_nprocs);
+}
+
+/* Word w of the slice of thread t of process p, in the gaps between the
+ * counters, slices taking the gaps in turn. */
+static long *duo_word(long *cells, unsigned process, int thread, int word) {
+  long gap = (long)process * 2 + thread + (long)word * 2 * Tmk_nprocs;
+  return &cells[gap / (duo_stride - 1) * duo_stride + 1 + gap % (duo_stride - 1)];
+}
+
+static unsigned duo_stream(int phase, unsigned process, int thread) {
+  return seed * 31 + phase * 977 + (process * 2 + thread) * 7919;
+}
+
+static long duo_value(int phase, unsigned process, int thread, int word) {
+  return phase * 1000000L + (process * 2 + thread) * 10000L + word;
+}
+
+/* Words from .. to-1 of this thread's slice. */
+static void duo_write_piece(const struct duo_thread *self, int phase, int from, int to) {
+  int word;
+  for (word = from; word < to; word++)
+    *duo_word(self->cells, Tmk_proc_id, self->thread, word) = duo_value(phase, Tmk_proc_id, self->thread, word);
+}
+
+static void duo_phase(const struct duo_thread *self, int phase) {
+  unsigned state = duo_stream(phase, Tmk_proc_id, self->thread);
+  int step, words = duo_slice_words();
+  for (step = 0; step < iterations; step++) {
+    pthread_mutex_lock(&duo_transfers);
+    random_transfer(self->cells, duo_stride, duo_counters, duo_groups, &state);
+    pthread_mutex_unlock(&duo_transfers);
+    duo_write_piece(self, phase, step * words / iterations, (step + 1) * words / iterations);
+  }
+}
+
+static void *duo_second_thread(void *arg) {
+  int phase;
+  for (phase = 0; phase < 4; phase++) {
+    pthread_barrier_wait(&duo_meeting);
+    duo_phase(arg, phase);
+    pthread_barrier_wait(&duo_meeting);
+  }
+  return NULL;
+}
+
+static void thread_stress(void) {
+  long *expected = calloc(duo_counters, sizeof *expected);
+  long cells = (long)(duo_counters + duo_groups) * duo_stride;
+  struct duo_thread main_thread = {NULL, 0}, second = {NULL, 1};
+  pthread_t other;
+  unsigned p;
+  int phase, thread, i;
+  if (expected == NULL) Tmk_errexit("thread-stress: out of memory");
+  if (Tmk_proc_id == 0) {
+    shared_longs = Tmk_malloc((unsigned)(cells * sizeof(long)));
+    memset(shared_longs, 0, cells * sizeof(long));
+    Tmk_distribute(&shared_longs, sizeof shared_longs);
+  }
+  Tmk_barrier(0);
+  main_thread.cells = second.cells = shared_longs;
+  if (pthread_barrier_init(&duo_meeting, NULL, 2) != 0 ||
+      pthread_create(&other, NULL, duo_second_thread, &second) != 0)
+    Tmk_errexit("thread-stress: cannot start the second thread");
+  for (phase = 0; phase < 4; phase++) {
+    pthread_barrier_wait(&duo_meeting);
+    duo_phase(&main_thread, phase);
+    pthread_barrier_wait(&duo_meeting);
+    Tmk_barrier(1);
+    for (p = 0; p < Tmk_nprocs; p++)
+      for (thread = 0; thread < 2; thread++)
+        replay_transfers(expected, duo_counters, duo_groups, duo_stream(phase, p, thread), iterations);
+    for (i = 0; i < duo_counters; i++)
+      check(shared_longs[(long)i * duo_stride] == expected[i], "a counter two threads of each process updated",
+            shared_longs[(long)i * duo_stride], expected[i]);
+    for (p = 0; p < Tmk_nprocs; p++)
+      for (thread = 0; thread < 2; thread++)
+        for (i = 0; i < duo_slice_words(); i++) {
+          long got = *duo_word(shared_longs, p, thread, i), want = duo_value(phase, p, thread, i);
+          check(got == want, "a slice word written beside another thread's calls", got, want);
+        }
+    Tmk_barrier(2);
+  }
+  pthread_join(other, NULL);
+  pthread_barrier_destroy(&duo_meeting);
+  free(expected);
+  finish("thread-stress");
 }
 
 /* How many transfers process p makes in the lock-only scenarios: the
@@ -1947,7 +2067,7 @@ static void transfer_under_locks(long *counter, int counters, int groups) {
   for (step = 0; step < transfers_of(Tmk_proc_id); step++) {
     int nested = next_random(&nesting) % 8 == 0;
     if (nested) Tmk_lock_acquire(groups);
-    random_transfer(counter, counters, groups, &state);
+    random_transfer(counter, 1, counters, groups, &state);
     if (nested) Tmk_lock_release(groups);
     usleep(20);
   }
@@ -2555,6 +2675,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "allocation") == 0) allocation();
   else if (strcmp(scenario, "garbage") == 0) garbage();
   else if (strcmp(scenario, "stress") == 0) stress();
+  else if (strcmp(scenario, "thread-stress") == 0) thread_stress();
   else if (strcmp(scenario, "garbage-locks") == 0) garbage_locks(scenario, 0);
   else if (strcmp(scenario, "garbage-exit") == 0) garbage_locks(scenario, 1);
   else if (strcmp(scenario, "copy-order") == 0) copy_order();
