@@ -78,6 +78,7 @@ TEST_P(api_scenario, passes_on_every_process) {
   }
   if (scenario == "stress") options = {"-i", nprocs >= 4 ? "150" : "300", "-x", "7"};
   if (scenario == "thread-stress") options = {"-i", nprocs >= 4 ? "150" : "300", "-x", "7"};
+  if (scenario == "causal") options = {"-i", "200", "-x", "7"};
   program_result result = run_worker(scenario, nprocs, substrate, options, env);
   EXPECT_EQ(result.exit_code, 0) << describe(result);
   EXPECT_NE(result.out.find(scenario + ": passed on " + std::to_string(nprocs) + " processes"),
@@ -104,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "whole-and-diffs", "strided-first-writes", "heap-end-writes", "read-past-own",
                                          "read-passed-over",
                                          "merged-diffs", "lock-pushes", "lock-round", "lock-ids", "lock-again",
-                                         "many-intervals", "threads", "thread-calls", "sealed-twice", "thread-stress", "program-signals",
+                                         "many-intervals", "threads", "thread-calls", "sealed-twice", "thread-stress", "causal", "program-signals",
                                          "own-fault-handler", "forked-child", "sparse-first-writes"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
@@ -119,6 +120,25 @@ TEST_P(api_stress, matches_the_sequential_oracle) {
 }
 INSTANTIATE_TEST_SUITE_P(seeds, api_stress,
                          ::testing::Combine(::testing::Values(2, 3, 5, 8), ::testing::Values(11, 12, 13)));
+
+// The causal program with garbage collections among its lock chains (a
+// process past the threshold asks for one at a lock acquire or release):
+// lengths learned through a chain must still find their entries after the
+// diffs and intervals behind them are gone.
+class api_causal : public ::testing::TestWithParam<std::tuple<int, int>> {};
+TEST_P(api_causal, chains_of_locks_order_reads_across_collections) {
+  auto [nprocs, seed] = GetParam();
+  program_result result = run_worker("causal", nprocs, "ucx", {"-i", "200", "-x", std::to_string(seed)},
+                                     {{"TMK_GC_THRESHOLD", "32K"}});
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  EXPECT_NE(result.out.find("causal: passed"), std::string::npos) << describe(result);
+  unsigned long collections = 0;
+  std::size_t at = result.out.find("causal: process 0 took part in ");
+  if (at != std::string::npos) collections = std::stoul(result.out.substr(at + 31));
+  EXPECT_GE(collections, 2u) << describe(result);
+}
+INSTANTIATE_TEST_SUITE_P(seeds, api_causal,
+                         ::testing::Combine(::testing::Values(3, 5, 8), ::testing::Values(21, 22)));
 
 // Orders the protocol must keep whatever the vector times: writes made
 // after hearing of another writer's interval come after it, even when the

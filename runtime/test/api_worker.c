@@ -2047,6 +2047,143 @@ static void thread_stress(void) {
   finish("thread-stress");
 }
 
+/* A seeded random program whose reads are ordered by chains of different
+ * locks: what lazy release consistency owes a reader transitively.  Each
+ * process appends entries to a log of its own, without any lock, and then
+ * publishes its log's length through a random lock's mailbox, where it
+ * also merges what the mailbox knows of every other log's length into
+ * what it knows, and the mailbox what it knows: a length reaches a
+ * process through a chain of acquires of different locks, none of which
+ * the log's writer may ever have held after its reader.  Every known
+ * entry is then the writer's, read without a lock.  Logs are dealt out a
+ * word of each process's in turn, so that every page of them is written
+ * by every process at once; the mailboxes share one page, each word of it
+ * under its own lock.  Each phase uses another number of locks (8, 2, 5,
+ * 1), and after its barrier every log is checked entry by entry and every
+ * process's last mailbox against its final length. */
+enum { causal_mailboxes = 8, causal_phases = 4 };
+
+static int causal_locks(int phase) {
+  static const int locks[causal_phases] = {8, 2, 5, 1};
+  return locks[phase];
+}
+
+/* A log length as mailboxes keep it: the phase above the count, so that
+ * the largest is the newest and a length of an earlier phase counts 0. */
+static long causal_length(int phase, long count) { return (long)phase << 32 | count; }
+
+static long causal_count(long length, int phase) { return length >> 32 == phase ? length & 0xffffffffL : 0; }
+
+static long causal_value(int phase, unsigned process, long entry) {
+  return ((long)(phase + 1) << 40) + ((long)process << 28) + entry + 1;
+}
+
+static long *causal_entry(long *log, unsigned process, long entry) {
+  return &log[entry * Tmk_nprocs + process];
+}
+
+/* Process p's steps in a phase: the draws that make its log and choose its
+ * locks, replayed by every process for the final check. */
+struct causal_step {
+  int appended;
+  int lock;
+};
+
+static struct causal_step causal_draw(unsigned *state, int phase) {
+  struct causal_step step;
+  step.appended = 1 + (int)(next_random(state) % 3);
+  step.lock = (int)(next_random(state) % causal_locks(phase));
+  return step;
+}
+
+static unsigned causal_stream(int phase, unsigned process) { return seed * 131 + phase * 7573 + process * 104729; }
+
+static void causal_check_entries(long *log, unsigned process, int phase, long from, long to, const char *what) {
+  long entry;
+  for (entry = from; entry < to; entry++) {
+    long got = *causal_entry(log, process, entry), want = causal_value(phase, process, entry);
+    check(got == want, what, got, want);
+  }
+}
+
+static void causal(void) {
+  long capacity = 3L * iterations; /* entries a process appends in a phase, at most */
+  long words = causal_mailboxes * (long)Tmk_nprocs + capacity * Tmk_nprocs;
+  long *known = calloc(Tmk_nprocs, sizeof *known), *mailbox, *log;
+  long put[causal_mailboxes];
+  unsigned p, q;
+  int phase, step, l;
+  if (known == NULL) Tmk_errexit("causal: out of memory");
+  if (iterations < 1 || words * (long)sizeof(long) > 64L << 20) Tmk_errexit("causal: -i %d is out of range", iterations);
+  if (Tmk_proc_id == 0) {
+    shared_longs = Tmk_malloc((unsigned)(words * sizeof(long)));
+    if (shared_longs == NULL) Tmk_errexit("causal: cannot allocate %ld words", words);
+    memset(shared_longs, 0, words * sizeof(long));
+    Tmk_distribute(&shared_longs, sizeof shared_longs);
+  }
+  Tmk_barrier(0);
+  mailbox = shared_longs; /* lock l's word for process q: mailbox[q * causal_mailboxes + l] */
+  log = shared_longs + causal_mailboxes * Tmk_nprocs;
+  for (phase = 0; phase < causal_phases; phase++) {
+    unsigned layout = causal_stream(phase, Tmk_proc_id), choices = layout ^ 0x5bd1e995u;
+    long count = 0;
+    for (l = 0; l < causal_mailboxes; l++) put[l] = 0;
+    for (step = 0; step < iterations; step++) {
+      struct causal_step drawn = causal_draw(&layout, phase);
+      long entry, lengths;
+      for (entry = count; entry < count + drawn.appended; entry++)
+        *causal_entry(log, Tmk_proc_id, entry) = causal_value(phase, Tmk_proc_id, entry);
+      count += drawn.appended;
+      Tmk_lock_acquire(drawn.lock);
+      for (q = 0; q < Tmk_nprocs; q++) {
+        long *word = &mailbox[q * causal_mailboxes + drawn.lock];
+        if (*word >> 32 > phase || causal_count(*word, phase) > capacity)
+          check(0, "a mailbox word beyond anything published", *word, causal_length(phase, capacity));
+        if (q == Tmk_proc_id) {
+          check(*word >= put[drawn.lock], "this process's length in a mailbox it last wrote", *word, put[drawn.lock]);
+          check(causal_count(*word, phase) < count, "this process's length in a mailbox, before this step", *word,
+                causal_length(phase, count - drawn.appended));
+        }
+        if (*word > known[q]) known[q] = *word;
+      }
+      known[Tmk_proc_id] = put[drawn.lock] = causal_length(phase, count);
+      for (q = 0; q < Tmk_nprocs; q++)
+        if (mailbox[q * causal_mailboxes + drawn.lock] < known[q]) mailbox[q * causal_mailboxes + drawn.lock] = known[q];
+      Tmk_lock_release(drawn.lock);
+      /* Another process's log up to what this one knows of it, read
+       * without a lock: its last entry and a few others. */
+      q = (Tmk_proc_id + 1 + next_random(&choices) % (Tmk_nprocs > 1 ? Tmk_nprocs - 1 : 1)) % Tmk_nprocs;
+      lengths = causal_count(known[q], phase);
+      if (lengths > 0) {
+        long from = (long)(next_random(&choices) % (unsigned long)lengths);
+        causal_check_entries(log, q, phase, lengths - 1, lengths, "the last entry of a log known through a chain of locks");
+        causal_check_entries(log, q, phase, from, from + 4 < lengths ? from + 4 : lengths,
+                             "an entry of a log known through a chain of locks");
+      }
+    }
+    Tmk_barrier(1);
+    for (p = 0; p < Tmk_nprocs; p++) {
+      unsigned state = causal_stream(phase, p);
+      long final = 0;
+      int last_lock = 0;
+      for (step = 0; step < iterations; step++) {
+        struct causal_step drawn = causal_draw(&state, phase);
+        final += drawn.appended;
+        last_lock = drawn.lock;
+      }
+      causal_check_entries(log, p, phase, 0, final, "a log entry after the barrier");
+      check(mailbox[p * causal_mailboxes + last_lock] == causal_length(phase, final),
+            "a process's length in the mailbox of its last lock", mailbox[p * causal_mailboxes + last_lock],
+            causal_length(phase, final));
+    }
+    for (q = 0; q < Tmk_nprocs; q++) known[q] = 0;
+    Tmk_barrier(2);
+  }
+  free(known);
+  if (Tmk_proc_id == 0) printf("causal: process 0 took part in %lu garbage collections\n", Tmk_stat.gc_runs);
+  finish("causal");
+}
+
 /* How many transfers process p makes in the lock-only scenarios: the
  * last process a quarter as many, so that it waits while the others work. */
 static int transfers_of(unsigned p) {
@@ -2676,6 +2813,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "garbage") == 0) garbage();
   else if (strcmp(scenario, "stress") == 0) stress();
   else if (strcmp(scenario, "thread-stress") == 0) thread_stress();
+  else if (strcmp(scenario, "causal") == 0) causal();
   else if (strcmp(scenario, "garbage-locks") == 0) garbage_locks(scenario, 0);
   else if (strcmp(scenario, "garbage-exit") == 0) garbage_locks(scenario, 1);
   else if (strcmp(scenario, "copy-order") == 0) copy_order();
