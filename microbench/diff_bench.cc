@@ -6,7 +6,8 @@
 // they touch.  Then what making a kept diff smaller under a later one
 // costs (tmk::diff_subtract).  Beside them, what a page of fresh memory costs, faulted in
 // at its first write, populated with the rest of a 1 MiB mapping, or
-// populated in huge pages with the rest of a 2 MiB one.
+// populated in huge pages with the rest of a 2 MiB one.  Last, what
+// writing a lock request costs (tmk::message_writer), on every acquire.
 //
 //   diff_bench [--benchmark_format=csv] [other Google Benchmark options]
 #include <benchmark/benchmark.h>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "diff.h"
+#include "message.h"
 
 namespace {
 
@@ -149,6 +151,23 @@ void diff_subtract_evolved_doubles(benchmark::State& state) {
   });
 }
 
+// A lock request of an 8-process job, written into the memory of the one
+// before as the acquiring thread does: its type, the lock, the flag, the
+// acquirer's vector time.
+void message_lock_request(benchmark::State& state) {
+  tmk::message_writer request(tmk::message_type::lock_acquire);
+  std::vector<std::uint32_t> time{3, 1, 4, 1, 5, 9, 2, 6};
+  std::uint32_t lock = 0;
+  for (auto _ : state) {
+    request.restart(tmk::message_type::lock_acquire);
+    request.put<std::uint32_t>(lock++);
+    request.put<std::uint8_t>(0);
+    request.put_array(time);
+    benchmark::DoNotOptimize(request.bytes().data());
+    benchmark::ClobberMemory();
+  }
+}
+
 void memcpy_page(benchmark::State& state) {
   page_pair pair(0);
   for (auto _ : state) {
@@ -217,6 +236,7 @@ BENCHMARK(diff_apply_low_bytes)->ArgName("changed_words")->Arg(64)->Arg(words);
 BENCHMARK(diff_subtract_rewritten_floats);
 BENCHMARK(diff_subtract_evolved_doubles);
 BENCHMARK(memcpy_page);
+BENCHMARK(message_lock_request);
 BENCHMARK(fresh_page_faulted)->Unit(benchmark::kMicrosecond);
 BENCHMARK(fresh_page_populated)->Unit(benchmark::kMicrosecond);
 BENCHMARK(fresh_page_huge)->Unit(benchmark::kMicrosecond);

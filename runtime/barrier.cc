@@ -59,8 +59,7 @@ std::uint32_t node::barrier_round(std::uint32_t id, barrier_kind kind, const cha
   arrival.put<std::uint32_t>(id);
   arrival.put<std::uint8_t>(static_cast<std::uint8_t>(kind));
   arrival.put<std::uint64_t>(collectable_bytes());
-  std::byte* at = arrival.reserve(time_.size() * 4);
-  memcpy(at, time_.data(), time_.size() * 4);
+  arrival.put_array(time_);
   vector_time& sent = arrival_sent_;  // under mutex_, used up before it is let go
   sent = time_;
   if (rank_ != 0) sent[rank_] = barrier_sent_;

@@ -175,8 +175,7 @@ bool node::put_intervals(message_writer& writer, const vector_time& have, const 
   writer.put<std::uint8_t>(whole ? 0 : 1);
   if (!whole) {
     writer.put<std::uint32_t>(static_cast<std::uint32_t>(rank_));
-    std::byte* at = writer.reserve(upto.size() * 4);
-    memcpy(at, upto.data(), upto.size() * 4);
+    writer.put_array(upto);
   }
   return true;
 }
@@ -213,9 +212,8 @@ bool node::read_intervals(message_reader& reader, std::vector<interval_record>& 
                        " for the rest of the intervals";
   while (!vector_time_covers(have, upto)) {
     message_writer request(message_type::intervals_request);
-    std::byte* at = request.reserve(2 * have.size() * 4);
-    memcpy(at, have.data(), have.size() * 4);
-    memcpy(at + have.size() * 4, upto.data(), upto.size() * 4);
+    request.put_array(have);
+    request.put_array(upto);
     reply_payload answer = await(send_request(static_cast<int>(source), request, asking), asking);
     message_reader in(answer.bytes());
     std::size_t before = records.size();

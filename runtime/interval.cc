@@ -137,13 +137,12 @@ bool interval_store::encode_into(message_writer& writer, const vector_time& have
       bytes += size;
       writer.put<std::int32_t>(record->owner);
       writer.put<std::uint32_t>(record->index);
-      std::byte* time = writer.reserve(record->time.size() * 4);
-      memcpy(time, record->time.data(), record->time.size() * 4);
+      writer.put_array(record->time);
       put_pages(writer, record->pages);
     }
     if (reached != nullptr) reached[owner] = at;
   }
-  memcpy(writer.buffer().data() + count_at, &count, sizeof count);
+  memcpy(writer.data() + count_at, &count, sizeof count);
   return true;
 }
 

@@ -134,7 +134,7 @@ void node::push_to_acquirer(message_writer& grant, int acquirer, const vector_ti
           ++count;
         }
     }
-  memcpy(grant.buffer().data() + count_offset, &count, sizeof count);
+  memcpy(grant.data() + count_offset, &count, sizeof count);
 }
 
 // Under mutex_: another process's diff of a page, just applied to the copy
@@ -197,8 +197,7 @@ void node::acquire(std::uint32_t id) {
   request.restart(message_type::lock_acquire);
   request.put<std::uint32_t>(id);
   request.put<std::uint8_t>(0);  // to the manager
-  request.reserve(time_.size() * 4);
-  memcpy(request.buffer().data() + request.size() - time_.size() * 4, time_.data(), time_.size() * 4);
+  request.put_array(time_);
   int manager = static_cast<int>(id % static_cast<unsigned>(nprocs_));
   // Named in place: "Tmk_lock_acquire(N)" is past a std::string's own
   // room, and a heap string here was an allocation in every acquire.
@@ -289,8 +288,7 @@ void node::handle_lock_request(const incoming_request& request, message_reader& 
       onward.restart(message_type::lock_acquire);
       onward.put<std::uint32_t>(id);
       onward.put<std::uint8_t>(1);
-      std::byte* at = onward.reserve(requester_time.size() * 4);
-      memcpy(at, requester_time.data(), requester_time.size() * 4);
+      onward.put_array(requester_time);
       // Sent with mutex_ let go.  Handled in place (this process's own
       // acquire), the send is the calling thread's, which waits for room in
       // previous's FIFO; holding mutex_ meanwhile would keep this process's

@@ -428,7 +428,7 @@ void node::reply(const reply_token& to, const message_writer& message) {
 }
 
 void node::reply(const reply_token& to, message_writer&& message) {
-  replied(to, link_->reply(to, std::move(message.buffer())));
+  replied(to, link_->reply(to, message.take()));
 }
 
 void node::replied(const reply_token& to, const status& sent) {

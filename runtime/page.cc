@@ -958,17 +958,17 @@ void node::handle_diff_request(const incoming_request& request, message_reader& 
         }
       }
       if (count == 0 && !wanted.empty()) {
-        answer.buffer().resize(count_offset);  // left whole for the next request
+        answer.truncate(count_offset);  // left whole for the next request
         break;
       }
       cut = count > 0 && (range.flags & diff_ask_merge) == 0 && wanted.size() > count;
-      memcpy(answer.buffer().data() + count_offset, &count, sizeof count);
+      memcpy(answer.data() + count_offset, &count, sizeof count);
       ++answered;
       if (cut != 0) break;
     }
   }
-  memcpy(answer.buffer().data() + head, &answered, sizeof answered);
-  memcpy(answer.buffer().data() + head + sizeof answered, &cut, sizeof cut);
+  memcpy(answer.data() + head, &answered, sizeof answered);
+  memcpy(answer.data() + head + sizeof answered, &cut, sizeof cut);
   reply(request.token(), answer);
 }
 
@@ -995,7 +995,7 @@ void node::handle_page_request(const incoming_request& request, message_reader& 
   if (!reader.get_words(pages, 1024) || pages.empty() || rank_ != 0)
     return reject(request, "malformed page request");
   message_writer answer(message_type::page_reply);
-  answer.buffer().reserve(1 + pages.size() * (page_size_ + 24 + 8 * static_cast<std::size_t>(nprocs_)));
+  answer.room_for(pages.size() * (page_size_ + 24 + 8 * static_cast<std::size_t>(nprocs_)));
   // Copies read through the file (see move_runs), into their places in
   // the answer once it is whole.
   std::vector<std::uint32_t> read;
@@ -1048,7 +1048,7 @@ void node::handle_page_request(const incoming_request& request, message_reader& 
         }
     }
     std::vector<std::byte*> into(read.size());
-    for (std::size_t i = 0; i < read.size(); ++i) into[i] = answer.buffer().data() + places[i];
+    for (std::size_t i = 0; i < read.size(); ++i) into[i] = answer.data() + places[i];
     read_through_file(read, into);
   }
   reply(request.token(), answer);
