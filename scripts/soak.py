@@ -7,7 +7,8 @@ back, how many pages a fault brings, how soon process 0 looks for a
 deadlock, a small garbage-collection threshold, and runs it once. The
 programs check themselves: the runtime's seeded random programs against
 their sequential oracle (api_worker -t stress, -t thread-stress with two
-threads a process, -t causal with reads ordered by chains of locks, and
+threads a process, -t causal with reads ordered by chains of locks, -t
+heap-churn with blocks allocated, freed and reused by every process, and
 its lock, barrier, collection and thread scenarios), the four
 applications at small sizes against their sequential runs, and the
 substrate's scenarios. A run fails when it exits non-zero,
@@ -43,7 +44,7 @@ def pick_program(rng, build):
     kind = rng.choice(["stress", "stress", "stress", "api", "app", "app", "substrate"])
     if kind == "stress":
         seed = rng.randrange(1, 1 << 20)
-        scenario = rng.choice(["stress", "stress", "thread-stress", "causal"])
+        scenario = rng.choice(["stress", "stress", "thread-stress", "causal", "heap-churn"])
         env = {"TMK_GC_THRESHOLD": "16K"} if scenario != "stress" and rng.random() < 0.5 else {}
         return [api, "-t", scenario, "-i", str(rng.choice([100, 200, 400])), "-x", str(seed)], \
             scenario + ": passed", 2, env

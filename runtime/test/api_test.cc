@@ -79,6 +79,7 @@ TEST_P(api_scenario, passes_on_every_process) {
   if (scenario == "stress") options = {"-i", nprocs >= 4 ? "150" : "300", "-x", "7"};
   if (scenario == "thread-stress") options = {"-i", nprocs >= 4 ? "150" : "300", "-x", "7"};
   if (scenario == "causal") options = {"-i", "200", "-x", "7"};
+  if (scenario == "heap-churn") options = {"-i", nprocs >= 8 ? "100" : "200", "-x", "7"};
   program_result result = run_worker(scenario, nprocs, substrate, options, env);
   EXPECT_EQ(result.exit_code, 0) << describe(result);
   EXPECT_NE(result.out.find(scenario + ": passed on " + std::to_string(nprocs) + " processes"),
@@ -105,7 +106,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "whole-and-diffs", "strided-first-writes", "heap-end-writes", "read-past-own",
                                          "read-passed-over",
                                          "merged-diffs", "lock-pushes", "lock-round", "lock-ids", "lock-again",
-                                         "many-intervals", "threads", "thread-calls", "sealed-twice", "thread-stress", "causal", "program-signals",
+                                         "many-intervals", "threads", "thread-calls", "sealed-twice", "thread-stress", "causal", "heap-churn",
+                                         "program-signals",
                                          "own-fault-handler", "forked-child", "sparse-first-writes"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);

@@ -2184,6 +2184,107 @@ static void causal(void) {
   finish("causal");
 }
 
+/* A seeded random program of allocations: slots of a directory, each under
+ * one of a few locks, hold a block that any process may allocate, fill,
+ * check, rewrite or free in its turn at the slot's lock.  A block freed by
+ * one process is soon another's, allocated for another slot and written
+ * under another lock, while its page's other blocks are written under
+ * theirs; the allocator's own records are written under its lock beside
+ * them.  Every check is of the words last written under the slot's lock:
+ * a block's new owner's writes must win over its old owner's everywhere.
+ * After each phase's barrier every live block is checked whole, and no
+ * two overlap. */
+enum { churn_slots = 32, churn_locks = 8, churn_fields = 4, churn_phases = 3, churn_most_words = 2500 };
+
+static long churn_word(int slot, long version, long word) {
+  return ((long)slot << 48) + (version << 24) + word + 1;
+}
+
+/* Slot i's fields: its block, its length in words, the version of its
+ * words and the process that wrote them. */
+static long *churn_entry(long *directory, int slot) { return &directory[slot * churn_fields]; }
+
+static void churn_check_block(const long *entry, int slot, const char *what) {
+  const long *block = (const long *)(uintptr_t)entry[0];
+  long word;
+  for (word = 0; word < entry[1]; word++)
+    if (block[word] != churn_word(slot, entry[2], word)) {
+      check(0, what, block[word], churn_word(slot, entry[2], word));
+      return;
+    }
+}
+
+static void churn_fill(long *entry, int slot) {
+  long *block = (long *)(uintptr_t)entry[0], word;
+  entry[2]++;
+  entry[3] = Tmk_proc_id;
+  for (word = 0; word < entry[1]; word++) block[word] = churn_word(slot, entry[2], word);
+}
+
+static int churn_by_address(const void *a, const void *b) {
+  long x = ((const long *)a)[0], y = ((const long *)b)[0];
+  return (x > y) - (x < y);
+}
+
+static void heap_churn(void) {
+  long *directory, live[churn_slots][2];
+  unsigned state = seed * 7919 + Tmk_proc_id * 104729;
+  int phase, step, slot, lives;
+  if (Tmk_proc_id == 0) {
+    shared_longs = Tmk_malloc(churn_slots * churn_fields * sizeof(long));
+    if (shared_longs == NULL) Tmk_errexit("heap-churn: cannot allocate the directory");
+    memset(shared_longs, 0, churn_slots * churn_fields * sizeof(long));
+    Tmk_distribute(&shared_longs, sizeof shared_longs);
+  }
+  Tmk_barrier(0);
+  directory = shared_longs;
+  for (phase = 0; phase < churn_phases; phase++) {
+    for (step = 0; step < iterations; step++) {
+      long *entry;
+      slot = (int)(next_random(&state) % churn_slots);
+      entry = churn_entry(directory, slot);
+      Tmk_lock_acquire((unsigned)(slot % churn_locks));
+      if (entry[0] == 0) {
+        long words = 1 + (long)(next_random(&state) % churn_most_words);
+        long *block = Tmk_malloc((unsigned)(words * sizeof(long)));
+        check(block != NULL, "Tmk_malloc with at most 32 blocks of 20000 bytes live", 0, (long)(words * sizeof(long)));
+        if (block != NULL) {
+          entry[0] = (long)(uintptr_t)block;
+          entry[1] = words;
+          churn_fill(entry, slot);
+        }
+      } else {
+        churn_check_block(entry, slot, "a block's word, last written under its slot's lock");
+        if (next_random(&state) % 3 == 0) {
+          Tmk_free((void *)(uintptr_t)entry[0]);
+          entry[0] = 0;
+          entry[1] = 0;
+        } else {
+          churn_fill(entry, slot);
+        }
+      }
+      Tmk_lock_release((unsigned)(slot % churn_locks));
+    }
+    Tmk_barrier(1);
+    lives = 0;
+    for (slot = 0; slot < churn_slots; slot++) {
+      long *entry = churn_entry(directory, slot);
+      if (entry[0] == 0) continue;
+      churn_check_block(entry, slot, "a live block's word after the barrier");
+      live[lives][0] = entry[0];
+      live[lives][1] = entry[1];
+      lives++;
+    }
+    qsort(live, (size_t)lives, sizeof live[0], churn_by_address);
+    for (slot = 1; slot < lives; slot++)
+      check(live[slot - 1][0] + live[slot - 1][1] * (long)sizeof(long) <= live[slot][0],
+            "the end of a live block, before the next one's start", live[slot - 1][0] + live[slot - 1][1] * (long)sizeof(long),
+            live[slot][0]);
+    Tmk_barrier(2);
+  }
+  finish("heap-churn");
+}
+
 /* How many transfers process p makes in the lock-only scenarios: the
  * last process a quarter as many, so that it waits while the others work. */
 static int transfers_of(unsigned p) {
@@ -2814,6 +2915,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "stress") == 0) stress();
   else if (strcmp(scenario, "thread-stress") == 0) thread_stress();
   else if (strcmp(scenario, "causal") == 0) causal();
+  else if (strcmp(scenario, "heap-churn") == 0) heap_churn();
   else if (strcmp(scenario, "garbage-locks") == 0) garbage_locks(scenario, 0);
   else if (strcmp(scenario, "garbage-exit") == 0) garbage_locks(scenario, 1);
   else if (strcmp(scenario, "copy-order") == 0) copy_order();
