@@ -4,7 +4,8 @@
 Each run picks a program, a process count (2 to 8: more than the cores
 here) and settings: the substrate, doorbells, how long a ring is held
 back, how many pages a fault brings, how soon process 0 looks for a
-deadlock, a small garbage-collection threshold, and runs it once. The
+deadlock, a small garbage-collection threshold, for the random programs a
+coherence unit of several system pages, and runs it once. The
 programs check themselves: the runtime's seeded random programs against
 their sequential oracle (api_worker -t stress, -t thread-stress with two
 threads a process, -t causal with reads ordered by chains of locks, -t
@@ -46,6 +47,10 @@ def pick_program(rng, build):
         seed = rng.randrange(1, 1 << 20)
         scenario = rng.choice(["stress", "stress", "thread-stress", "causal", "heap-churn"])
         env = {"TMK_GC_THRESHOLD": "16K"} if scenario != "stress" and rng.random() < 0.5 else {}
+        # Coherence units of several system pages: faults, twins, diffs
+        # and protections of 2 to 16 pages at once.
+        if rng.random() < 0.25:
+            env["TMK_PAGE_SIZE"] = rng.choice(["8192", "16384", "65536"])
         return [api, "-t", scenario, "-i", str(rng.choice([100, 200, 400])), "-x", str(seed)], \
             scenario + ": passed", 2, env
     if kind == "api":
@@ -130,8 +135,9 @@ def main():
         argv, passed_line, lowest, program_env = pick_program(rng, options.build)
         # The runtime's messages divided to fit the smallest largest
         # message allowed (the substrate's scenarios send larger ones).
+        # A message carries at least one coherence unit and its diffs.
         if "substrate_worker" not in argv[0] and rng.random() < 0.2:
-            program_env["TMK_MAX_MESSAGE"] = "64K"
+            program_env["TMK_MAX_MESSAGE"] = "80K" if program_env.get("TMK_PAGE_SIZE") == "65536" else "64K"
         nprocs = rng.choice([n for n in (2, 3, 4, 5, 8) if n >= lowest])
         env = pick_settings(rng, nprocs)
         env.update(program_env)

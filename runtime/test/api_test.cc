@@ -106,8 +106,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "whole-and-diffs", "strided-first-writes", "heap-end-writes", "read-past-own",
                                          "read-passed-over",
                                          "merged-diffs", "lock-pushes", "lock-round", "lock-ids", "lock-again",
-                                         "many-intervals", "threads", "thread-calls", "sealed-twice", "thread-stress", "causal", "heap-churn",
-                                         "program-signals",
+                                         "many-intervals", "threads", "thread-calls", "sealed-twice", "thread-stress",
+                                         "causal", "heap-churn", "program-signals",
                                          "own-fault-handler", "forked-child", "sparse-first-writes"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
@@ -134,13 +134,35 @@ TEST_P(api_causal, chains_of_locks_order_reads_across_collections) {
                                      {{"TMK_GC_THRESHOLD", "32K"}});
   EXPECT_EQ(result.exit_code, 0) << describe(result);
   EXPECT_NE(result.out.find("causal: passed"), std::string::npos) << describe(result);
+  const std::string count_line = "causal: process 0 took part in ";
   unsigned long collections = 0;
-  std::size_t at = result.out.find("causal: process 0 took part in ");
-  if (at != std::string::npos) collections = std::stoul(result.out.substr(at + 31));
+  std::size_t at = result.out.find(count_line);
+  if (at != std::string::npos) collections = std::stoul(result.out.substr(at + count_line.size()));
   EXPECT_GE(collections, 2u) << describe(result);
 }
 INSTANTIATE_TEST_SUITE_P(seeds, api_causal,
                          ::testing::Combine(::testing::Values(3, 5, 8), ::testing::Values(21, 22)));
+
+// The random programs with coherence units of several system pages
+// (TMK_PAGE_SIZE): a fault, a twin, a diff and a protection cover 4 or 16
+// pages at once, and more writers share each unit.
+class api_page_unit : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+TEST_P(api_page_unit, random_programs_pass) {
+  auto [scenario, page_size] = GetParam();
+  program_result result = run_worker(scenario, 3, "ucx", {"-i", "150", "-x", "17"},
+                                     {{"TMK_PAGE_SIZE", page_size}, {"TMK_MAX_MESSAGE", "80K"}});
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  EXPECT_NE(result.out.find(scenario + ": passed on 3 processes"), std::string::npos) << describe(result);
+}
+INSTANTIATE_TEST_SUITE_P(units, api_page_unit,
+                         ::testing::Combine(::testing::Values("stress", "thread-stress", "causal", "heap-churn"),
+                                            ::testing::Values("16384", "65536")),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
 
 // Orders the protocol must keep whatever the vector times: writes made
 // after hearing of another writer's interval come after it, even when the
