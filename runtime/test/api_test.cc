@@ -88,12 +88,16 @@ TEST_P(api_scenario, passes_on_every_process) {
   EXPECT_FALSE(result.stragglers);
 }
 
-std::string scenario_name(const ::testing::TestParamInfo<scenario_parameters>& info) {
-  auto [scenario, nprocs, substrate] = info.param;
-  std::string name = scenario + "_" + std::to_string(nprocs) + "procs_" + substrate;
+// A test name from a scenario's: GoogleTest's names take no '-'.
+std::string test_name(std::string name) {
   for (char& c : name)
     if (c == '-') c = '_';
   return name;
+}
+
+std::string scenario_name(const ::testing::TestParamInfo<scenario_parameters>& info) {
+  auto [scenario, nprocs, substrate] = info.param;
+  return test_name(scenario + "_" + std::to_string(nprocs) + "procs_" + substrate);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -158,10 +162,7 @@ INSTANTIATE_TEST_SUITE_P(units, api_page_unit,
                          ::testing::Combine(::testing::Values("stress", "thread-stress", "causal", "heap-churn"),
                                             ::testing::Values("16384", "65536")),
                          [](const auto& info) {
-                           std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
+                           return test_name(std::get<0>(info.param) + "_" + std::get<1>(info.param));
                          });
 
 // Orders the protocol must keep whatever the vector times: writes made
@@ -302,11 +303,8 @@ const misuse_case misuse_cases[] = {
 INSTANTIATE_TEST_SUITE_P(all, api_misuse,
                          ::testing::Combine(::testing::ValuesIn(misuse_cases), ::testing::Values(1, 3)),
                          [](const ::testing::TestParamInfo<std::tuple<misuse_case, int>>& info) {
-                           std::string name = std::string(std::get<0>(info.param).scenario) + "_" +
-                                              std::to_string(std::get<1>(info.param)) + "procs";
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
+                           return test_name(std::string(std::get<0>(info.param).scenario) + "_" +
+                                              std::to_string(std::get<1>(info.param)) + "procs");
                          });
 
 struct loss_case {
@@ -353,12 +351,9 @@ INSTANTIATE_TEST_SUITE_P(all, api_loss,
                          ::testing::Combine(::testing::ValuesIn(loss_cases),
                                             ::testing::Values("ucx", "sockets")),
                          [](const ::testing::TestParamInfo<std::tuple<loss_case, std::string>>& info) {
-                           std::string name = std::string(std::get<0>(info.param).scenario) + "_" +
+                           return test_name(std::string(std::get<0>(info.param).scenario) + "_" +
                                               std::to_string(std::get<0>(info.param).nprocs) +
-                                              "procs_" + std::get<1>(info.param);
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
+                                              "procs_" + std::get<1>(info.param));
                          });
 
 std::vector<std::pair<std::string, std::string>> memory_environment() {
@@ -524,12 +519,9 @@ const deadlock_case deadlock_cases[] = {
 
 INSTANTIATE_TEST_SUITE_P(all, api_deadlock, ::testing::ValuesIn(deadlock_cases),
                          [](const ::testing::TestParamInfo<deadlock_case>& info) {
-                           std::string name = std::string(info.param.scenario) + "_" +
+                           return test_name(std::string(info.param.scenario) + "_" +
                                               std::to_string(info.param.nprocs) + "procs_" +
-                                              info.param.substrate;
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
+                                              info.param.substrate);
                          });
 
 // Waits of several seconds that are no deadlock (a barrier while the

@@ -641,6 +641,19 @@ static void sealed_twice(void) {
   finish("sealed-twice");
 }
 
+/* Process 0 allocates words longs (shared_longs), set to 0, and hands
+ * them to everyone; every process returns after barrier 0. */
+static long *allocate_zeroed_longs(long words, const char *scenario) {
+  if (Tmk_proc_id == 0) {
+    shared_longs = Tmk_malloc((unsigned)(words * sizeof(long)));
+    if (shared_longs == NULL) Tmk_errexit("%s: cannot allocate %ld shared words", scenario, words);
+    memset(shared_longs, 0, words * sizeof(long));
+    Tmk_distribute(&shared_longs, sizeof shared_longs);
+  }
+  Tmk_barrier(0);
+  return shared_longs;
+}
+
 /* Process 0 allocates words ints (shared_ints) and a count, set to 0,
  * whose address goes in *count (a global), and hands both to everyone. */
 static void allocate_ints_and_count(long words, long **count) {
@@ -1906,12 +1919,7 @@ static void stress(void) {
   long expected[counters];
   unsigned p;
   int phase, step, i;
-  if (Tmk_proc_id == 0) {
-    shared_longs = Tmk_malloc((counters + groups + Tmk_nprocs * slice_words) * sizeof(long));
-    memset(shared_longs, 0, (counters + groups + Tmk_nprocs * slice_words) * sizeof(long));
-    Tmk_distribute(&shared_longs, sizeof shared_longs);
-  }
-  Tmk_barrier(0);
+  allocate_zeroed_longs(counters + groups + (long)Tmk_nprocs * slice_words, "stress");
   counter = shared_longs;
   slices = shared_longs + counters + groups;
   memset(expected, 0, sizeof expected);
@@ -2012,12 +2020,7 @@ static void thread_stress(void) {
   unsigned p;
   int phase, thread, i;
   if (expected == NULL) Tmk_errexit("thread-stress: out of memory");
-  if (Tmk_proc_id == 0) {
-    shared_longs = Tmk_malloc((unsigned)(cells * sizeof(long)));
-    memset(shared_longs, 0, cells * sizeof(long));
-    Tmk_distribute(&shared_longs, sizeof shared_longs);
-  }
-  Tmk_barrier(0);
+  allocate_zeroed_longs(cells, "thread-stress");
   main_thread.cells = second.cells = shared_longs;
   if (pthread_barrier_init(&duo_meeting, NULL, 2) != 0 ||
       pthread_create(&other, NULL, duo_second_thread, &second) != 0)
@@ -2115,14 +2118,7 @@ static void causal(void) {
   int phase, step, l;
   if (known == NULL) Tmk_errexit("causal: out of memory");
   if (iterations < 1 || words * (long)sizeof(long) > 64L << 20) Tmk_errexit("causal: -i %d is out of range", iterations);
-  if (Tmk_proc_id == 0) {
-    shared_longs = Tmk_malloc((unsigned)(words * sizeof(long)));
-    if (shared_longs == NULL) Tmk_errexit("causal: cannot allocate %ld words", words);
-    memset(shared_longs, 0, words * sizeof(long));
-    Tmk_distribute(&shared_longs, sizeof shared_longs);
-  }
-  Tmk_barrier(0);
-  mailbox = shared_longs; /* lock l's word for process q: mailbox[q * causal_mailboxes + l] */
+  mailbox = allocate_zeroed_longs(words, "causal"); /* lock l's word for process q: mailbox[q * causal_mailboxes + l] */
   log = shared_longs + causal_mailboxes * Tmk_nprocs;
   for (phase = 0; phase < causal_phases; phase++) {
     unsigned layout = causal_stream(phase, Tmk_proc_id), choices = layout ^ 0x5bd1e995u;
@@ -2230,14 +2226,7 @@ static void heap_churn(void) {
   long *directory, live[churn_slots][2];
   unsigned state = seed * 7919 + Tmk_proc_id * 104729;
   int phase, step, slot, lives;
-  if (Tmk_proc_id == 0) {
-    shared_longs = Tmk_malloc(churn_slots * churn_fields * sizeof(long));
-    if (shared_longs == NULL) Tmk_errexit("heap-churn: cannot allocate the directory");
-    memset(shared_longs, 0, churn_slots * churn_fields * sizeof(long));
-    Tmk_distribute(&shared_longs, sizeof shared_longs);
-  }
-  Tmk_barrier(0);
-  directory = shared_longs;
+  directory = allocate_zeroed_longs(churn_slots * churn_fields, "heap-churn");
   for (phase = 0; phase < churn_phases; phase++) {
     for (step = 0; step < iterations; step++) {
       long *entry;
@@ -2331,12 +2320,7 @@ static void garbage_locks(const char *scenario, int last_exits) {
   enum { counters = 2048, groups = 8, done_lock = groups + 1 };
   long *done, collected;
   int group;
-  if (Tmk_proc_id == 0) {
-    shared_longs = Tmk_malloc((counters + groups + 2 * PAGE_WORDS) * sizeof(long));
-    memset(shared_longs, 0, (counters + groups + 2 * PAGE_WORDS) * sizeof(long));
-    Tmk_distribute(&shared_longs, sizeof shared_longs);
-  }
-  Tmk_barrier(0);
+  allocate_zeroed_longs(counters + groups + 2 * PAGE_WORDS, scenario);
   done = shared_longs + counters + groups + PAGE_WORDS; /* a page of its own */
   transfer_under_locks(shared_longs, counters, groups);
   Tmk_lock_acquire(done_lock);
