@@ -9,7 +9,8 @@ coherence unit of several system pages, and runs it once. The
 programs check themselves: the runtime's seeded random programs against
 their sequential oracle (api_worker -t stress, -t thread-stress with two
 threads a process, -t causal with reads ordered by chains of locks, -t
-heap-churn with blocks allocated, freed and reused by every process, and
+heap-churn with blocks allocated, freed and reused by every process, -t
+queues with producers and consumers waiting on condition variables, and
 its lock, barrier, collection and thread scenarios), the four
 applications at small sizes against their sequential runs, and the
 substrate's scenarios. A run fails when it exits non-zero,
@@ -45,7 +46,7 @@ def pick_program(rng, build):
     kind = rng.choice(["stress", "stress", "stress", "api", "app", "app", "substrate"])
     if kind == "stress":
         seed = rng.randrange(1, 1 << 20)
-        scenario = rng.choice(["stress", "stress", "thread-stress", "causal", "heap-churn"])
+        scenario = rng.choice(["stress", "stress", "thread-stress", "causal", "heap-churn", "queues"])
         env = {"TMK_GC_THRESHOLD": "16K"} if scenario != "stress" and rng.random() < 0.5 else {}
         # Coherence units of several system pages: faults, twins, diffs
         # and protections of 2 to 16 pages at once.

@@ -80,6 +80,7 @@ TEST_P(api_scenario, passes_on_every_process) {
   if (scenario == "thread-stress") options = {"-i", nprocs >= 4 ? "150" : "300", "-x", "7"};
   if (scenario == "causal") options = {"-i", "200", "-x", "7"};
   if (scenario == "heap-churn") options = {"-i", nprocs >= 8 ? "100" : "200", "-x", "7"};
+  if (scenario == "queues") options = {"-i", "200", "-x", "7"};
   program_result result = run_worker(scenario, nprocs, substrate, options, env);
   EXPECT_EQ(result.exit_code, 0) << describe(result);
   EXPECT_NE(result.out.find(scenario + ": passed on " + std::to_string(nprocs) + " processes"),
@@ -111,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "read-passed-over",
                                          "merged-diffs", "lock-pushes", "lock-round", "lock-ids", "lock-again",
                                          "many-intervals", "threads", "thread-calls", "sealed-twice", "thread-stress",
-                                         "causal", "heap-churn", "program-signals",
+                                         "causal", "heap-churn", "queues", "program-signals",
                                          "own-fault-handler", "forked-child", "sparse-first-writes"),
                        ::testing::Values(1, 2, 3, 4, 8), ::testing::Values("ucx", "sockets")),
     scenario_name);
@@ -127,6 +128,14 @@ TEST_P(api_stress, matches_the_sequential_oracle) {
 INSTANTIATE_TEST_SUITE_P(seeds, api_stress,
                          ::testing::Combine(::testing::Values(2, 3, 5, 8), ::testing::Values(11, 12, 13)));
 
+// How many garbage collections process 0 of a random program says it took
+// part in (0 if it does not say).
+unsigned long collections_of(const program_result& result, const std::string& scenario) {
+  const std::string count_line = scenario + ": process 0 took part in ";
+  std::size_t at = result.out.find(count_line);
+  return at == std::string::npos ? 0 : std::stoul(result.out.substr(at + count_line.size()));
+}
+
 // The causal program with garbage collections among its lock chains (a
 // process past the threshold asks for one at a lock acquire or release):
 // lengths learned through a chain must still find their entries after the
@@ -138,13 +147,25 @@ TEST_P(api_causal, chains_of_locks_order_reads_across_collections) {
                                      {{"TMK_GC_THRESHOLD", "32K"}});
   EXPECT_EQ(result.exit_code, 0) << describe(result);
   EXPECT_NE(result.out.find("causal: passed"), std::string::npos) << describe(result);
-  const std::string count_line = "causal: process 0 took part in ";
-  unsigned long collections = 0;
-  std::size_t at = result.out.find(count_line);
-  if (at != std::string::npos) collections = std::stoul(result.out.substr(at + count_line.size()));
-  EXPECT_GE(collections, 2u) << describe(result);
+  EXPECT_GE(collections_of(result, "causal"), 2u) << describe(result);
 }
 INSTANTIATE_TEST_SUITE_P(seeds, api_causal,
+                         ::testing::Combine(::testing::Values(3, 5, 8), ::testing::Values(21, 22)));
+
+// The queues program with garbage collections among its condition waits
+// (processes asleep in Tmk_lock_cond_wait while the others collect): an
+// item's block, written before it went through the queue's lock, is read
+// after waits and wake-ups on both sides of a collection.
+class api_queues : public ::testing::TestWithParam<std::tuple<int, int>> {};
+TEST_P(api_queues, conditions_order_reads_across_collections) {
+  auto [nprocs, seed] = GetParam();
+  program_result result = run_worker("queues", nprocs, "ucx", {"-i", "200", "-x", std::to_string(seed)},
+                                     {{"TMK_GC_THRESHOLD", "32K"}});
+  EXPECT_EQ(result.exit_code, 0) << describe(result);
+  EXPECT_NE(result.out.find("queues: passed"), std::string::npos) << describe(result);
+  EXPECT_GE(collections_of(result, "queues"), 2u) << describe(result);
+}
+INSTANTIATE_TEST_SUITE_P(seeds, api_queues,
                          ::testing::Combine(::testing::Values(3, 5, 8), ::testing::Values(21, 22)));
 
 // The random programs with coherence units of several system pages
@@ -159,7 +180,7 @@ TEST_P(api_page_unit, random_programs_pass) {
   EXPECT_NE(result.out.find(scenario + ": passed on 3 processes"), std::string::npos) << describe(result);
 }
 INSTANTIATE_TEST_SUITE_P(units, api_page_unit,
-                         ::testing::Combine(::testing::Values("stress", "thread-stress", "causal", "heap-churn"),
+                         ::testing::Combine(::testing::Values("stress", "thread-stress", "causal", "heap-churn", "queues"),
                                             ::testing::Values("16384", "65536")),
                          [](const auto& info) {
                            return test_name(std::get<0>(info.param) + "_" + std::get<1>(info.param));

@@ -2274,6 +2274,243 @@ static void heap_churn(void) {
   finish("heap-churn");
 }
 
+/* A seeded random program of bounded queues and the condition variables
+ * that wait on them: in each phase some processes produce and the others
+ * consume, each consumer serving one queue (so that a producer waiting on
+ * a full queue is always drained, and no wait is for ever).  A producer
+ * writes an item's block, without a lock, then puts the item in a queue
+ * of its draw at the queue's lock, waiting on the queue's "not full"
+ * condition while the queue is full; a consumer takes items from its
+ * queue, waiting on "not empty" while it is empty and items are still to
+ * come, and reads each item's block after letting go of the lock: the
+ * producer's writes must reach it through the lock the item went through,
+ * however many waits and wake-ups came between.  Wake-ups are signals or
+ * broadcasts at random; the consumer that takes a queue's last item
+ * broadcasts, so that the others serving it leave.  The phases: four
+ * queues each under a lock of its own, holding 2 items, blocks of 3 words
+ * (dozens to a page, of every producer); one queue holding 1 item, blocks
+ * a little over a page, every process but one consuming (the last item's
+ * broadcast wakes many); three queues under one lock, two conditions each,
+ * holding 4 items.  Each consumer checks that a queue gives each
+ * producer's items in the order it put them, and stamps every item it
+ * takes; after each phase's barrier every item must carry the stamp of a
+ * consumer of its queue, every block its producer's words, and every
+ * queue must have passed on all that was put in it.  One process alone
+ * produces everything first, into queues that hold it all, then consumes. */
+enum { queue_phases = 3, queue_most = 4, queue_least_ring = 8 };
+
+struct queue_phase {
+  int queues;
+  int capacity;
+  int words;       /* of an item's block */
+  int share;       /* a producer puts iterations / share items */
+  int one_lock;    /* every queue under the same lock */
+  int one_producer; /* and every other process consumes, else a draw */
+};
+
+static const struct queue_phase queue_plan[queue_phases] = {
+    {4, 2, 3, 1, 0, 0},
+    {1, 1, 520, 4, 0, 1},
+    {3, 4, 40, 1, 1, 0},
+};
+
+static int queue_items(int phase) {
+  int items = iterations / queue_plan[phase].share;
+  return items > 0 ? items : 1;
+}
+
+static unsigned queue_lock(int phase, int queue) {
+  return queue_plan[phase].one_lock ? 20u : 10u + (unsigned)queue;
+}
+
+static unsigned queue_not_empty(int queue) { return 2u * (unsigned)queue; }
+static unsigned queue_not_full(int queue) { return 2u * (unsigned)queue + 1u; }
+
+/* A queue's header: its head and tail (items taken and put since the
+ * phase began), the number after the last item each process put that was
+ * taken, then the ring. */
+static long queue_ring(void) { return iterations > queue_least_ring ? iterations : queue_least_ring; }
+static long queue_header_words(void) { return 2 + (long)Tmk_nprocs + queue_ring(); }
+
+static long queue_block_words(void) {
+  long most = 0;
+  int phase;
+  for (phase = 0; phase < queue_phases; phase++) {
+    long words = (long)queue_items(phase) * queue_plan[phase].words;
+    if (words > most) most = words;
+  }
+  return most * Tmk_nprocs;
+}
+
+static long queue_item(int phase, unsigned producer, long item) {
+  return ((long)(phase + 1) << 56) + ((long)producer << 32) + item;
+}
+
+static long queue_word(int phase, unsigned producer, long item, long word) {
+  return ((long)(phase + 1) << 56) + ((long)producer << 48) + (item << 16) + word + 1;
+}
+
+/* Item i of producer p's block: the blocks of all producers dealt out in
+ * turn, so that neighbouring blocks are different processes'. */
+static long *queue_block(long *blocks, int phase, unsigned producer, long item) {
+  return &blocks[(item * Tmk_nprocs + producer) * queue_plan[phase].words];
+}
+
+/* The roles of a phase, the same in every process: the first consumers of
+ * a shuffle of the processes consume, consumer j from queue j % queues;
+ * serving[p] is the queue process p consumes from, -1 for a producer. */
+static int queue_roles(int phase, int *serving) {
+  unsigned state = seed * 613 + phase * 7919, p, served, *shuffle = malloc(Tmk_nprocs * sizeof *shuffle);
+  unsigned consumers = Tmk_nprocs == 1                 ? 0
+                       : queue_plan[phase].one_producer ? Tmk_nprocs - 1
+                                                        : 1 + next_random(&state) % (Tmk_nprocs - 1);
+  if (shuffle == NULL) Tmk_errexit("queues: out of memory");
+  for (p = 0; p < Tmk_nprocs; p++) shuffle[p] = p;
+  for (p = Tmk_nprocs - 1; p > 0; p--) {
+    unsigned other = next_random(&state) % (p + 1), kept = shuffle[p];
+    shuffle[p] = shuffle[other];
+    shuffle[other] = kept;
+  }
+  for (p = 0; p < Tmk_nprocs; p++)
+    serving[shuffle[p]] = p < consumers ? (int)(p % (unsigned)queue_plan[phase].queues) : -1;
+  served = consumers < (unsigned)queue_plan[phase].queues ? consumers : (unsigned)queue_plan[phase].queues;
+  free(shuffle);
+  return Tmk_nprocs == 1 ? queue_plan[phase].queues : (int)served;
+}
+
+/* The queue of each of producer p's items, into draws[] (every process
+ * replays them). */
+static void queue_draws(int phase, unsigned producer, int served, int *draws) {
+  unsigned state = seed * 131 + phase * 7573 + producer * 104729;
+  int item;
+  for (item = 0; item < queue_items(phase); item++) draws[item] = (int)(next_random(&state) % (unsigned)served);
+}
+
+static void queue_wake(int phase, int queue, unsigned condition, unsigned *choices) {
+  if (next_random(choices) % 3 == 0)
+    Tmk_lock_cond_broadcast(queue_lock(phase, queue), condition);
+  else
+    Tmk_lock_cond_signal(queue_lock(phase, queue), condition);
+}
+
+static void queue_produce(long *header, long *blocks, int phase, const int *draws, long capacity, unsigned *choices) {
+  long item, word;
+  for (item = 0; item < queue_items(phase); item++) {
+    int q = draws[item];
+    long *h = header + q * queue_header_words(), *block = queue_block(blocks, phase, Tmk_proc_id, item);
+    for (word = 0; word < queue_plan[phase].words; word++) block[word] = queue_word(phase, Tmk_proc_id, item, word);
+    Tmk_lock_acquire(queue_lock(phase, q));
+    while (h[1] - h[0] >= capacity) Tmk_lock_cond_wait(queue_lock(phase, q), queue_not_full(q));
+    check(h[1] - h[0] >= 0 && h[1] - h[0] < capacity, "a queue's length, woken as not full", h[1] - h[0], capacity - 1);
+    h[2 + Tmk_nprocs + h[1] % queue_ring()] = queue_item(phase, Tmk_proc_id, item);
+    h[1]++;
+    queue_wake(phase, q, queue_not_empty(q), choices);
+    Tmk_lock_release(queue_lock(phase, q));
+  }
+}
+
+/* Takes queue q's items until all total of them are taken; returns how
+ * many this process took. */
+static long queue_consume(long *header, long *blocks, long *stamps, int phase, int q, long total, unsigned *choices) {
+  long *h = header + q * queue_header_words(), taken = 0, word;
+  for (;;) {
+    long item, entry;
+    unsigned producer;
+    const long *block;
+    Tmk_lock_acquire(queue_lock(phase, q));
+    while (h[0] == h[1] && h[0] < total) Tmk_lock_cond_wait(queue_lock(phase, q), queue_not_empty(q));
+    if (h[0] >= total) {
+      check(h[0] == total && h[1] == total, "a queue's head and tail once all its items are taken", h[1], total);
+      Tmk_lock_release(queue_lock(phase, q));
+      return taken;
+    }
+    entry = h[2 + Tmk_nprocs + h[0] % queue_ring()];
+    h[0]++;
+    producer = (unsigned)(entry >> 32 & 0xffffff);
+    item = entry & 0xffffffffL;
+    if (entry >> 56 != phase + 1 || producer >= Tmk_nprocs || item >= queue_items(phase)) {
+      check(0, "an item taken from a queue, one that was put in it this phase", entry, queue_item(phase, 0, 0));
+      Tmk_lock_release(queue_lock(phase, q));
+      continue;
+    }
+    check(item + 1 > h[2 + producer], "an item of a producer, after the one it put before", item, h[2 + producer]);
+    h[2 + producer] = item + 1;
+    if (h[0] == total) Tmk_lock_cond_broadcast(queue_lock(phase, q), queue_not_empty(q));
+    queue_wake(phase, q, queue_not_full(q), choices);
+    Tmk_lock_release(queue_lock(phase, q));
+    block = queue_block(blocks, phase, producer, item);
+    for (word = 0; word < queue_plan[phase].words; word++)
+      if (block[word] != queue_word(phase, producer, item, word)) {
+        check(0, "a block's word, written before its item went through the queue's lock", block[word],
+              queue_word(phase, producer, item, word));
+        break;
+      }
+    stamps[item * Tmk_nprocs + producer] = ((long)(phase + 1) << 32) + Tmk_proc_id + 1;
+    taken++;
+  }
+}
+
+static void queues(void) {
+  long ring = queue_ring(), header_words = queue_header_words();
+  long headers = (long)queue_phases * queue_most * header_words, stamp_words = (long)iterations * Tmk_nprocs;
+  long words = headers + stamp_words + queue_block_words(), item, word;
+  int *serving = malloc(Tmk_nprocs * sizeof *serving), *draws = malloc((size_t)iterations * sizeof *draws);
+  unsigned choices = seed * 2654435761u + Tmk_proc_id, p;
+  long *shared, *stamps, *blocks;
+  int phase, q;
+  if (serving == NULL || draws == NULL) Tmk_errexit("queues: out of memory");
+  if (iterations < 1 || words * (long)sizeof(long) > 64L << 20)
+    Tmk_errexit("queues: -i %d is out of range", iterations);
+  shared = allocate_zeroed_longs(words, "queues");
+  stamps = shared + headers;
+  blocks = stamps + stamp_words;
+  for (phase = 0; phase < queue_phases; phase++) {
+    long *header = shared + (long)phase * queue_most * header_words, totals[queue_most] = {0};
+    int served = queue_roles(phase, serving);
+    long capacity = Tmk_nprocs == 1 ? ring : queue_plan[phase].capacity;
+    for (p = 0; p < Tmk_nprocs; p++) {
+      if (serving[p] >= 0) continue;
+      queue_draws(phase, p, served, draws);
+      for (item = 0; item < queue_items(phase); item++) totals[draws[item]]++;
+    }
+    if (serving[Tmk_proc_id] < 0) {
+      queue_draws(phase, Tmk_proc_id, served, draws);
+      queue_produce(header, blocks, phase, draws, capacity, &choices);
+      if (Tmk_nprocs == 1)
+        for (q = 0; q < served; q++) queue_consume(header, blocks, stamps, phase, q, totals[q], &choices);
+    } else {
+      queue_consume(header, blocks, stamps, phase, serving[Tmk_proc_id], totals[serving[Tmk_proc_id]], &choices);
+    }
+    Tmk_barrier(1);
+    for (q = 0; q < queue_plan[phase].queues; q++) {
+      long *h = header + q * header_words;
+      check(h[0] == totals[q] && h[1] == totals[q], "the items a queue passed on, after the barrier", h[1], totals[q]);
+    }
+    for (p = 0; p < Tmk_nprocs; p++) {
+      if (serving[p] >= 0) continue;
+      queue_draws(phase, p, served, draws);
+      for (item = 0; item < queue_items(phase); item++) {
+        long stamp = stamps[item * Tmk_nprocs + p];
+        unsigned consumer = (unsigned)(stamp & 0xffffffffL) - 1;
+        const long *block = queue_block(blocks, phase, p, item);
+        int by_server = stamp >> 32 == phase + 1 && consumer < Tmk_nprocs &&
+                        (Tmk_nprocs == 1 ? consumer == 0 : serving[consumer] == draws[item]);
+        check(by_server, "an item's stamp, a consumer of its queue's this phase", stamp, ((long)(phase + 1) << 32) + 1);
+        for (word = 0; word < queue_plan[phase].words; word++)
+          if (block[word] != queue_word(phase, p, item, word)) {
+            check(0, "a block's word after the barrier", block[word], queue_word(phase, p, item, word));
+            break;
+          }
+      }
+    }
+    Tmk_barrier(2);
+  }
+  free(serving);
+  free(draws);
+  if (Tmk_proc_id == 0) printf("queues: process 0 took part in %lu garbage collections\n", Tmk_stat.gc_runs);
+  finish("queues");
+}
+
 /* How many transfers process p makes in the lock-only scenarios: the
  * last process a quarter as many, so that it waits while the others work. */
 static int transfers_of(unsigned p) {
@@ -2900,6 +3137,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "thread-stress") == 0) thread_stress();
   else if (strcmp(scenario, "causal") == 0) causal();
   else if (strcmp(scenario, "heap-churn") == 0) heap_churn();
+  else if (strcmp(scenario, "queues") == 0) queues();
   else if (strcmp(scenario, "garbage-locks") == 0) garbage_locks(scenario, 0);
   else if (strcmp(scenario, "garbage-exit") == 0) garbage_locks(scenario, 1);
   else if (strcmp(scenario, "copy-order") == 0) copy_order();
