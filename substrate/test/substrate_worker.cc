@@ -711,30 +711,33 @@ struct worker {
   // by the service thread at once, not when the caller waits again (a
   // sender may hold back its doorbell ring for a moment, in case that
   // caller comes back to a wait; see transport::send).  Process 1 asks
-  // process 0 for an echo, and computes for 100 ms once the reply is in;
-  // process 0, the moment it has served that echo, asks process 1 for one.
+  // process 0 for an echo, and computes for 150 ms once the reply is in;
+  // process 0, the moment it has served that echo, asks process 1 for one,
+  // which process 1 must have served by the end of its computing.  (Timed
+  // at process 0 against half the computing instead, the reply took 64-74
+  // ms in 2 runs of about 400 with a second job of 8 processes on the 2
+  // cores; left for the caller's next wait, it comes after the computing,
+  // whatever the load.)
   void just_left_wait(int rounds) {
     if (size == 1) return;
     op_header echo{op_echo, 0, 0, 0};
-    const auto computing = std::chrono::milliseconds(100);
+    const auto computing = std::chrono::milliseconds(150);
     for (int round = 0; round < rounds; ++round) {
       if (rank == 1) {
         wait(request(0, {as_bytes_of(echo)}, "echo"), "echo from process 0");
         auto start = std::chrono::steady_clock::now();
         while (std::chrono::steady_clock::now() - start < computing)
           if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "computing");
+        if (echoes_served.load() <= round)
+          fail("round %d: a request that came as this process's caller left a wait was not answered "
+               "in the %lld ms the caller then computed",
+               round, static_cast<long long>(computing.count()));
         // Process 0's echo of this round is served before the next.
         await_count(echoes_served, round, "waiting for process 0's echo");
       } else if (rank == 0) {
         while (echoes_served.load() <= round)
           if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting for an echo");
-        auto start = std::chrono::steady_clock::now();
         wait(request(1, {as_bytes_of(echo)}, "echo"), "echo from a computing process 1");
-        auto took = std::chrono::steady_clock::now() - start;
-        if (took > computing / 2)
-          fail("round %d: a request to a process whose caller left a wait and computes was "
-               "answered after %.1f ms",
-               round, std::chrono::duration<double, std::milli>(took).count());
       }
     }
   }
