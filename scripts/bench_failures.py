@@ -4,7 +4,8 @@
 Runs runtime/test/api_worker's loss scenarios (a process killed while
 another waits for the lock it holds, killed while the others wait at a
 barrier, killed before the others fetch the pages it wrote, stopped with
-SIGSTOP, and process 0 killed) on both substrates, and records for each:
+SIGSTOP, process 0 killed, and a process killed instead of signalling the
+condition another waits on) on both substrates, and records for each:
 the processes, what was under way, the fault injected, the time from the
 injection to the end of the whole job (every survivor has reported the loss
 and exited, no process left behind), and whether any process claimed a
@@ -33,6 +34,8 @@ SCENARIOS = [
     ("die-before-fetch", 3, "SIGKILL", "the others fetch the pages process 1 wrote"),
     ("stop-in-barrier", 3, "SIGSTOP", "processes 0-1 wait at a barrier (TMK_PEER_TIMEOUT=2)"),
     ("die-rank0", 3, "SIGKILL", "processes 1-2 wait at a barrier"),
+    ("die-in-cond-wait", 3, "SIGKILL",
+     "process 0 waits in Tmk_lock_cond_wait for the signal process 2 would send"),
 ]
 
 

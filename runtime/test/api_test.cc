@@ -366,6 +366,7 @@ const loss_case loss_cases[] = {
     {"die-before-fetch", 3, 1, "lost process 1: it died (killed by signal 9"},
     {"stop-in-barrier", 3, 2, "sent no sign of life for 2 s (stopped or hung; TMK_PEER_TIMEOUT)"},
     {"die-rank0", 3, 0, "during Tmk_barrier(1)"},
+    {"die-in-cond-wait", 3, 2, "during Tmk_lock_cond_wait(7, 0)"},
 };
 
 INSTANTIATE_TEST_SUITE_P(all, api_loss,

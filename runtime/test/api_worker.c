@@ -2743,7 +2743,9 @@ static void free_reuse(void) {
  * for; "die-in-barrier": the last process dies while the others wait at a
  * barrier; "die-before-fetch": process 1 dies after writing pages the
  * others then read; "stop-in-barrier": the last process stops (SIGSTOP)
- * while the others wait; "die-rank0": process 0 dies while the others wait. */
+ * while the others wait; "die-rank0": process 0 dies while the others wait;
+ * "die-in-cond-wait": process 2 dies instead of signalling the condition
+ * process 0 waits on (at process 1, the lock's manager). */
 /* Stops this process with a signal, saying when (for the figures of how
  * long the others take to notice). */
 static void inject(int signal_number) {
@@ -2778,6 +2780,16 @@ static void lost_process(const char *what) {
     if (Tmk_proc_id == victim) {
       usleep(300000);
       inject(strcmp(what, "stop-in-barrier") == 0 ? SIGSTOP : SIGKILL);
+    }
+    Tmk_barrier(1);
+  } else if (strcmp(what, "die-in-cond-wait") == 0) {
+    if (Tmk_proc_id == 0) {
+      Tmk_lock_acquire(7);
+      Tmk_lock_cond_wait(7, 0);
+    }
+    if (Tmk_proc_id == 2) {
+      usleep(300000);
+      inject(SIGKILL);
     }
     Tmk_barrier(1);
   } else if (strcmp(what, "die-before-fetch") == 0) {
