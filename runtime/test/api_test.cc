@@ -334,9 +334,9 @@ struct loss_case {
 
 class api_loss : public ::testing::TestWithParam<std::tuple<loss_case, std::string>> {};
 
-// A process lost in the middle of a lock acquire, a barrier or a page
-// fetch: every other process says which one was lost and exits non-zero
-// within 10 s, and no process is left behind.
+// A process lost in the middle of a lock acquire, a barrier, a condition
+// wait or a page fetch: every other process says which one was lost and
+// exits non-zero within 10 s, and no process is left behind.
 TEST_P(api_loss, every_survivor_reports_it_and_stops) {
   auto [which, substrate] = GetParam();
   program_result result = run_worker(which.scenario, which.nprocs, substrate, {},
