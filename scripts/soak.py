@@ -56,7 +56,7 @@ def pick_program(rng, build):
             scenario + ": passed", 2, env
     if kind == "api":
         scenario = rng.choice(["release-acquire", "false-sharing", "byte-sharing", "barriers",
-                               "conditions", "garbage", "garbage-locks", "copy-order", "free-reuse",
+                               "conditions", "cond-order", "garbage", "garbage-locks", "copy-order", "free-reuse",
                                "lock-pushes", "lock-again", "many-intervals", "pushes-stop",
                                "merged-diffs", "shrunk-diffs", "threads", "thread-calls",
                                "sealed-twice"])

@@ -104,7 +104,7 @@ std::string scenario_name(const ::testing::TestParamInfo<scenario_parameters>& i
 INSTANTIATE_TEST_SUITE_P(
     all, api_scenario,
     ::testing::Combine(::testing::Values("release-acquire", "false-sharing", "byte-sharing", "barriers",
-                                         "conditions", "distribution", "allocation", "garbage",
+                                         "conditions", "cond-order", "distribution", "allocation", "garbage",
                                          "garbage-locks", "garbage-exit", "stress", "traffic-counts",
                                          "boundary-rows", "notices-once", "fresh-zeros",
                                          "twins-kept", "working-set", "shrunk-diffs", "pushes-stop", "read-once", "whole-then-pushed",

@@ -1773,6 +1773,87 @@ static void conditions(void) {
   finish("conditions");
 }
 
+/* A signal wakes the longest waiter (Tmk.h): processes 1 .. n-1 come to
+ * wait on one condition in turn (each joins it holding the lock, after
+ * the one before has, which a word under the lock tells), then process 0
+ * signals it once per waiter, each time once the last one woken has
+ * written its place under the lock; the waiters must wake in the order
+ * they came.  Then all but process 0 wait again and one broadcast wakes
+ * every one of them.  Done twice, the second time coming in the reverse
+ * order of process numbers. */
+static void poll_lock_until(unsigned lock, const int *word, int value) {
+  for (;;) {
+    int seen;
+    Tmk_lock_acquire(lock);
+    seen = *word;
+    Tmk_lock_release(lock);
+    if (seen >= value) return;
+    usleep(200);
+  }
+}
+
+static void cond_order(void) {
+  /* shared_ints: [0] arrivals, [1] wake-ups, [2..2+n) the order of wake-ups */
+  unsigned lock = 9, cond = 3, waiters = Tmk_nprocs - 1, place;
+  int round, i;
+  if (Tmk_proc_id == 0) {
+    shared_ints = Tmk_malloc((2 + Tmk_nprocs) * sizeof(int));
+    if (shared_ints == NULL) Tmk_errexit("cond-order: cannot allocate shared words");
+    memset(shared_ints, 0, (2 + Tmk_nprocs) * sizeof(int));
+    Tmk_distribute(&shared_ints, sizeof shared_ints);
+  }
+  Tmk_barrier(0);
+  for (round = 0; round < 2 && waiters > 0; round++) {
+    /* This process's place among the waiters: 1 .. waiters. */
+    place = round == 0 ? Tmk_proc_id : Tmk_nprocs - Tmk_proc_id;
+    if (Tmk_proc_id != 0) {
+      for (;;) {
+        Tmk_lock_acquire(lock);
+        if ((unsigned)shared_ints[0] + 1 == place) break;
+        Tmk_lock_release(lock);
+        usleep(200);
+      }
+      shared_ints[0]++;
+      Tmk_lock_cond_wait(lock, cond);
+      shared_ints[2 + shared_ints[1]] = (int)place;
+      shared_ints[1]++;
+      Tmk_lock_release(lock);
+    } else {
+      poll_lock_until(lock, &shared_ints[0], (int)waiters);
+      for (i = 0; i < (int)waiters; i++) {
+        Tmk_lock_acquire(lock);
+        Tmk_lock_cond_signal(lock, cond);
+        Tmk_lock_release(lock);
+        poll_lock_until(lock, &shared_ints[1], i + 1);
+      }
+    }
+    Tmk_barrier(1);
+    for (i = 0; i < (int)waiters; i++)
+      check(shared_ints[2 + i] == i + 1, "the place of the waiter woken by a signal", shared_ints[2 + i], i + 1);
+    Tmk_barrier(2);
+    if (Tmk_proc_id == 0) shared_ints[0] = shared_ints[1] = 0;
+    Tmk_barrier(3);
+    if (Tmk_proc_id != 0) {
+      Tmk_lock_acquire(lock);
+      shared_ints[0]++;
+      Tmk_lock_cond_wait(lock, cond);
+      shared_ints[1]++;
+      Tmk_lock_release(lock);
+    } else {
+      poll_lock_until(lock, &shared_ints[0], (int)waiters);
+      Tmk_lock_acquire(lock);
+      Tmk_lock_cond_broadcast(lock, cond);
+      Tmk_lock_release(lock);
+    }
+    Tmk_barrier(4);
+    check(shared_ints[1] == (int)waiters, "waiters woken by one broadcast", shared_ints[1], waiters);
+    Tmk_barrier(5);
+    if (Tmk_proc_id == 0) shared_ints[0] = shared_ints[1] = 0;
+    Tmk_barrier(6);
+  }
+  finish("cond-order");
+}
+
 /* Tmk_distribute of pointers, a structure and an array. */
 static void distribution(void) {
   int i;
@@ -3141,6 +3222,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "read-past-own") == 0) read_past_own();
   else if (strcmp(scenario, "read-passed-over") == 0) read_passed_over();
   else if (strcmp(scenario, "conditions") == 0) conditions();
+  else if (strcmp(scenario, "cond-order") == 0) cond_order();
   else if (strcmp(scenario, "long-waits") == 0) long_waits();
   else if (strcmp(scenario, "distribution") == 0) distribution();
   else if (strcmp(scenario, "allocation") == 0) allocation();
