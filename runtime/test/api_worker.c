@@ -1782,12 +1782,17 @@ static void conditions(void) {
  * every one of them.  Done twice, the second time coming in the reverse
  * order of process numbers. */
 static void poll_lock_until(unsigned lock, const int *word, int value) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
     int seen;
     Tmk_lock_acquire(lock);
     seen = *word;
     Tmk_lock_release(lock);
     if (seen >= value) return;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec > 30)
+      Tmk_errexit("cond-order: a word under lock %u is %d after 30 s, expected %d", lock, seen, value);
     usleep(200);
   }
 }
@@ -1807,12 +1812,9 @@ static void cond_order(void) {
     /* This process's place among the waiters: 1 .. waiters. */
     place = round == 0 ? Tmk_proc_id : Tmk_nprocs - Tmk_proc_id;
     if (Tmk_proc_id != 0) {
-      for (;;) {
-        Tmk_lock_acquire(lock);
-        if ((unsigned)shared_ints[0] + 1 == place) break;
-        Tmk_lock_release(lock);
-        usleep(200);
-      }
+      poll_lock_until(lock, &shared_ints[0], (int)place - 1);
+      Tmk_lock_acquire(lock);
+      check(shared_ints[0] == (int)place - 1, "the waiters before this one", shared_ints[0], place - 1);
       shared_ints[0]++;
       Tmk_lock_cond_wait(lock, cond);
       shared_ints[2 + shared_ints[1]] = (int)place;
