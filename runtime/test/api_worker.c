@@ -1773,6 +1773,24 @@ static void conditions(void) {
   finish("conditions");
 }
 
+/* Returns once *word, read under lock, is value or more; stops the
+ * process after 30 s of looking. */
+static void poll_lock_until(unsigned lock, const long *word, long value) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    long seen;
+    Tmk_lock_acquire(lock);
+    seen = *word;
+    Tmk_lock_release(lock);
+    if (seen >= value) return;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec > 30)
+      Tmk_errexit("cond-order: a word under lock %u is %ld after 30 s, expected %ld", lock, seen, value);
+    usleep(200);
+  }
+}
+
 /* A signal wakes the longest waiter (Tmk.h): processes 1 .. n-1 come to
  * wait on one condition in turn (each joins it holding the lock, after
  * the one before has, which a word under the lock tells), then process 0
@@ -1781,76 +1799,55 @@ static void conditions(void) {
  * they came.  Then all but process 0 wait again and one broadcast wakes
  * every one of them.  Done twice, the second time coming in the reverse
  * order of process numbers. */
-static void poll_lock_until(unsigned lock, const int *word, int value) {
-  struct timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  for (;;) {
-    int seen;
-    Tmk_lock_acquire(lock);
-    seen = *word;
-    Tmk_lock_release(lock);
-    if (seen >= value) return;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (now.tv_sec - start.tv_sec > 30)
-      Tmk_errexit("cond-order: a word under lock %u is %d after 30 s, expected %d", lock, seen, value);
-    usleep(200);
-  }
-}
-
 static void cond_order(void) {
-  /* shared_ints: [0] arrivals, [1] wake-ups, [2..2+n) the order of wake-ups */
-  unsigned lock = 9, cond = 3, waiters = Tmk_nprocs - 1, place;
-  int round, i;
-  if (Tmk_proc_id == 0) {
-    shared_ints = Tmk_malloc((2 + Tmk_nprocs) * sizeof(int));
-    if (shared_ints == NULL) Tmk_errexit("cond-order: cannot allocate shared words");
-    memset(shared_ints, 0, (2 + Tmk_nprocs) * sizeof(int));
-    Tmk_distribute(&shared_ints, sizeof shared_ints);
-  }
-  Tmk_barrier(0);
+  /* words: [0] arrivals, [1] wake-ups, [2..2+n) the order of wake-ups */
+  long *words = allocate_zeroed_longs(2 + (long)Tmk_nprocs, "cond-order");
+  unsigned lock = 9, cond = 3;
+  long waiters = (long)Tmk_nprocs - 1, place, i;
+  int round;
   for (round = 0; round < 2 && waiters > 0; round++) {
     /* This process's place among the waiters: 1 .. waiters. */
-    place = round == 0 ? Tmk_proc_id : Tmk_nprocs - Tmk_proc_id;
+    place = round == 0 ? (long)Tmk_proc_id : (long)Tmk_nprocs - Tmk_proc_id;
     if (Tmk_proc_id != 0) {
-      poll_lock_until(lock, &shared_ints[0], (int)place - 1);
+      poll_lock_until(lock, &words[0], place - 1);
       Tmk_lock_acquire(lock);
-      check(shared_ints[0] == (int)place - 1, "the waiters before this one", shared_ints[0], place - 1);
-      shared_ints[0]++;
+      check(words[0] == place - 1, "the waiters before this one", words[0], place - 1);
+      words[0]++;
       Tmk_lock_cond_wait(lock, cond);
-      shared_ints[2 + shared_ints[1]] = (int)place;
-      shared_ints[1]++;
+      words[2 + words[1]] = place;
+      words[1]++;
       Tmk_lock_release(lock);
     } else {
-      poll_lock_until(lock, &shared_ints[0], (int)waiters);
-      for (i = 0; i < (int)waiters; i++) {
+      poll_lock_until(lock, &words[0], waiters);
+      for (i = 0; i < waiters; i++) {
         Tmk_lock_acquire(lock);
         Tmk_lock_cond_signal(lock, cond);
         Tmk_lock_release(lock);
-        poll_lock_until(lock, &shared_ints[1], i + 1);
+        poll_lock_until(lock, &words[1], i + 1);
       }
     }
     Tmk_barrier(1);
-    for (i = 0; i < (int)waiters; i++)
-      check(shared_ints[2 + i] == i + 1, "the place of the waiter woken by a signal", shared_ints[2 + i], i + 1);
+    for (i = 0; i < waiters; i++)
+      check(words[2 + i] == i + 1, "the place of the waiter woken by a signal", words[2 + i], i + 1);
     Tmk_barrier(2);
-    if (Tmk_proc_id == 0) shared_ints[0] = shared_ints[1] = 0;
+    if (Tmk_proc_id == 0) words[0] = words[1] = 0;
     Tmk_barrier(3);
     if (Tmk_proc_id != 0) {
       Tmk_lock_acquire(lock);
-      shared_ints[0]++;
+      words[0]++;
       Tmk_lock_cond_wait(lock, cond);
-      shared_ints[1]++;
+      words[1]++;
       Tmk_lock_release(lock);
     } else {
-      poll_lock_until(lock, &shared_ints[0], (int)waiters);
+      poll_lock_until(lock, &words[0], waiters);
       Tmk_lock_acquire(lock);
       Tmk_lock_cond_broadcast(lock, cond);
       Tmk_lock_release(lock);
     }
     Tmk_barrier(4);
-    check(shared_ints[1] == (int)waiters, "waiters woken by one broadcast", shared_ints[1], waiters);
+    check(words[1] == waiters, "waiters woken by one broadcast", words[1], waiters);
     Tmk_barrier(5);
-    if (Tmk_proc_id == 0) shared_ints[0] = shared_ints[1] = 0;
+    if (Tmk_proc_id == 0) words[0] = words[1] = 0;
     Tmk_barrier(6);
   }
   finish("cond-order");
@@ -2469,6 +2466,16 @@ static void queue_draws(int phase, unsigned producer, int served, int *draws) {
   for (item = 0; item < queue_items(phase); item++) draws[item] = (int)(next_random(&state) % (unsigned)served);
 }
 
+static void queue_check_block(long *blocks, int phase, unsigned producer, long item, const char *what) {
+  const long *block = queue_block(blocks, phase, producer, item);
+  long word;
+  for (word = 0; word < queue_plan[phase].words; word++)
+    if (block[word] != queue_word(phase, producer, item, word)) {
+      check(0, what, block[word], queue_word(phase, producer, item, word));
+      return;
+    }
+}
+
 static void queue_wake(int phase, int queue, unsigned condition, unsigned *choices) {
   if (next_random(choices) % 3 == 0)
     Tmk_lock_cond_broadcast(queue_lock(phase, queue), condition);
@@ -2492,20 +2499,19 @@ static void queue_produce(long *header, long *blocks, int phase, const int *draw
   }
 }
 
-/* Takes queue q's items until all total of them are taken; returns how
- * many this process took. */
-static long queue_consume(long *header, long *blocks, long *stamps, int phase, int q, long total, unsigned *choices) {
-  long *h = header + q * queue_header_words(), taken = 0, word;
+/* Takes queue q's items, with the other consumers of q, until all total
+ * of them are taken. */
+static void queue_consume(long *header, long *blocks, long *stamps, int phase, int q, long total, unsigned *choices) {
+  long *h = header + q * queue_header_words();
   for (;;) {
     long item, entry;
     unsigned producer;
-    const long *block;
     Tmk_lock_acquire(queue_lock(phase, q));
     while (h[0] == h[1] && h[0] < total) Tmk_lock_cond_wait(queue_lock(phase, q), queue_not_empty(q));
     if (h[0] >= total) {
       check(h[0] == total && h[1] == total, "a queue's head and tail once all its items are taken", h[1], total);
       Tmk_lock_release(queue_lock(phase, q));
-      return taken;
+      return;
     }
     entry = h[2 + Tmk_nprocs + h[0] % queue_ring()];
     h[0]++;
@@ -2521,22 +2527,15 @@ static long queue_consume(long *header, long *blocks, long *stamps, int phase, i
     if (h[0] == total) Tmk_lock_cond_broadcast(queue_lock(phase, q), queue_not_empty(q));
     queue_wake(phase, q, queue_not_full(q), choices);
     Tmk_lock_release(queue_lock(phase, q));
-    block = queue_block(blocks, phase, producer, item);
-    for (word = 0; word < queue_plan[phase].words; word++)
-      if (block[word] != queue_word(phase, producer, item, word)) {
-        check(0, "a block's word, written before its item went through the queue's lock", block[word],
-              queue_word(phase, producer, item, word));
-        break;
-      }
+    queue_check_block(blocks, phase, producer, item, "a block's word, written before its item went through the queue's lock");
     stamps[item * Tmk_nprocs + producer] = ((long)(phase + 1) << 32) + Tmk_proc_id + 1;
-    taken++;
   }
 }
 
 static void queues(void) {
   long ring = queue_ring(), header_words = queue_header_words();
   long headers = (long)queue_phases * queue_most * header_words, stamp_words = (long)iterations * Tmk_nprocs;
-  long words = headers + stamp_words + queue_block_words(), item, word;
+  long words = headers + stamp_words + queue_block_words(), item;
   int *serving = malloc(Tmk_nprocs * sizeof *serving), *draws = malloc((size_t)iterations * sizeof *draws);
   unsigned choices = seed * 2654435761u + Tmk_proc_id, p;
   long *shared, *stamps, *blocks;
@@ -2575,15 +2574,10 @@ static void queues(void) {
       for (item = 0; item < queue_items(phase); item++) {
         long stamp = stamps[item * Tmk_nprocs + p];
         unsigned consumer = (unsigned)(stamp & 0xffffffffL) - 1;
-        const long *block = queue_block(blocks, phase, p, item);
         int by_server = stamp >> 32 == phase + 1 && consumer < Tmk_nprocs &&
                         (Tmk_nprocs == 1 ? consumer == 0 : serving[consumer] == draws[item]);
         check(by_server, "an item's stamp, a consumer of its queue's this phase", stamp, ((long)(phase + 1) << 32) + 1);
-        for (word = 0; word < queue_plan[phase].words; word++)
-          if (block[word] != queue_word(phase, p, item, word)) {
-            check(0, "a block's word after the barrier", block[word], queue_word(phase, p, item, word));
-            break;
-          }
+        queue_check_block(blocks, phase, p, item, "a block's word after the barrier");
       }
     }
     Tmk_barrier(2);
