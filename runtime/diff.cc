@@ -544,6 +544,37 @@ void diff_mark_written(std::span<const std::byte> diff, std::uint8_t* written) {
   });
 }
 
+// Run by run, until one writes a marked byte: eight words of written at a
+// time where the run writes whole words, a nibble a word where it has
+// byte masks.
+bool diff_writes_any(std::span<const std::byte> diff, const std::uint8_t* written) {
+  std::size_t at = 0;
+  while (at < diff.size()) {
+    diff_run_header header;
+    memcpy(&header, diff.data() + at, sizeof header);
+    at += sizeof header;
+    const std::size_t count = header.word_count & max_run;
+    const bool masked = (header.word_count & masked_run) != 0;
+    const std::uint8_t* over = written + header.first_word;
+    if (!masked) {
+      std::size_t i = 0;
+      for (; i + 8 <= count; i += 8) {
+        std::uint64_t marks;
+        memcpy(&marks, over + i, 8);
+        if (marks != 0) return true;
+      }
+      for (; i < count; ++i)
+        if (over[i] != 0) return true;
+    } else {
+      const auto* packed = reinterpret_cast<const std::uint8_t*>(diff.data() + at + count * diff_word);
+      for (std::size_t i = 0; i < count; ++i)
+        if ((packed[i / 2] >> (4 * (i % 2)) & over[i] & 0xf) != 0) return true;
+    }
+    at += run_bytes(count, masked);
+  }
+  return false;
+}
+
 std::size_t diff_subtract(std::span<const std::byte> earlier, std::span<const std::byte> later,
                           std::size_t page_size, std::byte* out) {
   thread_local thread_scratch<std::vector<std::uint8_t>> written_kept;

@@ -76,6 +76,9 @@ std::size_t diff_subtract(std::span<const std::byte> earlier, std::span<const st
 void diff_mark_written(std::span<const std::byte> diff, std::uint8_t* written);
 std::size_t diff_subtract_written(std::span<const std::byte> earlier, const std::uint8_t* written,
                                   std::byte* out);
+// Whether diff writes some byte that written marks: if not,
+// diff_subtract_written would leave it as it is.
+bool diff_writes_any(std::span<const std::byte> diff, const std::uint8_t* written);
 
 // The code diffs are made and applied with: the best this CPU runs (the
 // default), or one variant, so that tests cover each.  False if this CPU

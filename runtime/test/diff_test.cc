@@ -472,6 +472,39 @@ TEST_P(diff_code_variant, diffs_made_smaller_under_all_later_ones_act_as_the_ori
   }
 }
 
+// node::shrink_diffs passes over a diff that writes none of the bytes the
+// newer diffs write: diff_writes_any must say so exactly when some byte
+// the diff writes is marked, whole words or single bytes, in runs with
+// byte masks and without.
+TEST_P(diff_code_variant, a_diff_writes_a_marked_byte_exactly_when_one_of_its_bytes_is_marked) {
+  std::mt19937 random(31);
+  constexpr std::size_t page_size = 4096, words = page_size / diff_word;
+  int said_yes = 0, said_no = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    auto twin = test::random_bytes(random, page_size), page = twin;
+    int changes = 1 + static_cast<int>(random() % (trial % 3 == 0 ? 2000 : 40));
+    for (int c = 0; c < changes; ++c) page[random() % page_size] ^= std::byte(1 + random() % 255);
+    std::vector<std::byte> diff;
+    diff_create(twin.data(), page.data(), page_size, diff);
+    auto writes = bytes_written(diff, page_size);
+    std::vector<std::uint8_t> written(words, 0);
+    int marks = trial % 4 == 0 ? 0 : 1 + static_cast<int>(random() % (trial % 4 == 1 ? 3 : 300));
+    for (int m = 0; m < marks; ++m) {
+      std::size_t word = random() % words;
+      written[word] |= trial % 2 == 0 ? 0xf : static_cast<std::uint8_t>(1u << (random() % 4));
+    }
+    bool expected = false;
+    for (std::size_t at = 0; at < page_size; ++at)
+      expected = expected || (writes[at] && (written[at / diff_word] >> (at % diff_word) & 1) != 0);
+    ASSERT_EQ(expected, diff_writes_any(diff, written.data())) << "trial " << trial;
+    ++(expected ? said_yes : said_no);
+  }
+  std::vector<std::uint8_t> all(words, 0xf);
+  EXPECT_FALSE(diff_writes_any({}, all.data()));
+  EXPECT_GT(said_yes, 50);  // both answers, many times
+  EXPECT_GT(said_no, 50);
+}
+
 INSTANTIATE_TEST_SUITE_P(all, diff_code_variant,
                          ::testing::Values(diff_code::best, diff_code::avx512, diff_code::avx2,
                                            diff_code::portable),
