@@ -55,6 +55,8 @@ class diff_store {
   void compact(std::span<std::span<const std::byte>* const> live);
   // Maps the first chunk now, if none is yet; false if it could not be.
   bool prepare();
+  // Maps one more chunk, for diffs to come; false if it could not be.
+  bool grow();
   // Forgets every diff kept: the spans keep_made() returned must no longer
   // be used.  The chunks stay mapped for the next ones.
   void clear();
