@@ -172,4 +172,23 @@ TEST(diff_store, prepare_maps_the_first_chunk_that_diffs_then_fill) {
   EXPECT_EQ(diff_store::chunk_bytes, store.bytes_mapped());
 }
 
+// node::shrink_diffs grows a store whose diffs kept leave it too little
+// room: the chunk grow() maps takes the next diffs, full() stays false
+// until the room of both is used, and the diffs in the first stay exact.
+TEST(diff_store, a_grown_store_takes_new_diffs_in_its_new_chunk) {
+  std::mt19937 random(5);
+  diff_store store;
+  ASSERT_TRUE(store.prepare());
+  auto first = fill(store, random, diff_store::chunk_bytes - diff_store::chunk_bytes / 8);
+  ASSERT_TRUE(store.grow());
+  EXPECT_EQ(2 * diff_store::chunk_bytes, store.bytes_mapped());
+  EXPECT_FALSE(store.full(diff_store::chunk_bytes / 4));
+  auto second = fill(store, random, diff_store::chunk_bytes - diff_store::chunk_bytes / 8);
+  EXPECT_EQ(2 * diff_store::chunk_bytes, store.bytes_mapped());
+  EXPECT_TRUE(store.full(diff_store::chunk_bytes / 4));
+  for (const auto* copies : {&first, &second})
+    for (const auto& copy : *copies)
+      EXPECT_EQ(0, memcmp(copy.original.data(), copy.kept.data(), copy.kept.size()));
+}
+
 }  // namespace
