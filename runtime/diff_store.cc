@@ -65,7 +65,7 @@ void diff_store::compact(std::span<std::span<const std::byte>* const> live) {
   // Each diff's place, its chunk in the high half and its offset there in
   // the low (a chunk is smaller than 4 GiB), sorted as numbers: compared
   // through the spans, scattered over the pages' lists, sorting FFT's
-  // 13000 diffs kept took more time than the rest of the pass.
+  // 13000 diffs kept took a quarter of the pass (perf samples).
   std::vector<std::pair<std::uint64_t, std::span<const std::byte>*>> placed;
   placed.reserve(live.size());
   for (auto* diff : live) {

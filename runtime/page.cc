@@ -889,8 +889,8 @@ void node::shrink_diffs() {
   // spread over that many bytes of new diffs.  FFT 32^3 on 2 processes
   // kept 13000 diffs after 2000 iterations (the bytes of its doubles that
   // settled, each in the diff that last changed it) in 2 MiB and passed
-  // over them every 9 iterations; its run took 1.8-2.3 s with the store
-  // grown so, against 2.8-3.1 s.
+  // over them every 9 iterations; its run took 1.9-2.3 s with the store
+  // grown so, against 2.8-3.2 s.
   std::size_t wanted = diffs_.bytes_kept() + live.size() * room_per_kept_diff;
   if (diffs_.bytes_mapped() < wanted && diffs_.bytes_mapped() < config_.gc_threshold / 4)
     diffs_.grow();
