@@ -106,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("release-acquire", "false-sharing", "byte-sharing", "barriers",
                                          "conditions", "cond-order", "distribution", "allocation", "garbage",
                                          "garbage-locks", "garbage-exit", "stress", "traffic-counts",
-                                         "boundary-rows", "notices-once", "fresh-zeros",
+                                         "boundary-rows", "notices-once", "fresh-zeros", "fresh-before-written",
                                          "twins-kept", "working-set", "shrunk-diffs", "pushes-stop", "read-once", "whole-then-pushed",
                                          "whole-and-diffs", "strided-first-writes", "heap-end-writes", "read-past-own",
                                          "read-passed-over",

@@ -1655,6 +1655,44 @@ static void fresh_zeros(void) {
   finish("fresh-zeros");
 }
 
+/* A first write to fresh pages fetches none of the pages after them that
+ * another process wrote: it needs no message itself, and the pages it
+ * would take along are perhaps never read here.  Process 0 writes the
+ * second half of a 16-page array (TMK_PREFETCH_PAGES' default reach);
+ * after a barrier the last process writes the first half, faulting on
+ * its first page with the written half within reach, and neither fetches
+ * a page nor asks for a diff (on 2 processes and more; on 1 the same
+ * process wrote both).  After another barrier every process reads every
+ * value. */
+static int fresh_before_written_value(long word) { return (int)(word * 7 + 3); }
+
+static void fresh_before_written(void) {
+  const long half = 8L * PAGE_WORDS;
+  long i;
+  unsigned long fetched_before, asked_before;
+  allocate_page_aligned_ints(2 * half);
+  if (Tmk_proc_id == 0)
+    for (i = half; i < 2 * half; i++) shared_ints[i] = fresh_before_written_value(i);
+  Tmk_barrier(1);
+  fetched_before = Tmk_stat.page_fetches;
+  asked_before = Tmk_stat.diff_requests;
+  if (Tmk_proc_id == Tmk_nprocs - 1)
+    for (i = 0; i < half; i++) shared_ints[i] = fresh_before_written_value(i);
+  Tmk_barrier(2);
+  if (Tmk_proc_id == Tmk_nprocs - 1) {
+    check((long)(Tmk_stat.page_fetches - fetched_before) == 0,
+          "pages fetched to write fresh pages before written ones",
+          (long)(Tmk_stat.page_fetches - fetched_before), 0);
+    check((long)(Tmk_stat.diff_requests - asked_before) == 0,
+          "diff requests to write fresh pages before written ones",
+          (long)(Tmk_stat.diff_requests - asked_before), 0);
+  }
+  for (i = 0; i < 2 * half; i++)
+    if (shared_ints[i] != fresh_before_written_value(i))
+      check(0, "a word after both halves were written", shared_ints[i], fresh_before_written_value(i));
+  finish("fresh-before-written");
+}
+
 /* A late reader of pages another process rewrote, a part at a time, over
  * many intervals gets each page's diffs merged into one.  The last process
  * writes a seventh of the words of block A in each of 30 rounds, a barrier
@@ -3200,6 +3238,7 @@ int main(int argc, char **argv) {
   else if (strcmp(scenario, "boundary-rows") == 0) boundary_rows();
   else if (strcmp(scenario, "notices-once") == 0) notices_once();
   else if (strcmp(scenario, "fresh-zeros") == 0) fresh_zeros();
+  else if (strcmp(scenario, "fresh-before-written") == 0) fresh_before_written();
   else if (strcmp(scenario, "merged-diffs") == 0) merged_diffs();
   else if (strcmp(scenario, "lock-pushes") == 0) lock_pushes();
   else if (strcmp(scenario, "lock-round") == 0) lock_round();
