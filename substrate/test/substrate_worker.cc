@@ -160,9 +160,21 @@ struct worker {
 
   // Waits, outside the substrate, until counter passes above.
   void await_count(const std::atomic<int>& counter, int above, const char* what) {
-    while (counter.load() <= above) {
+    await_until([&] { return counter.load() > above; }, what, std::chrono::microseconds(50));
+  }
+
+  // Sleeps a pause at a time until done() holds.  A lost peer stops the
+  // job, and so does a wait still unmet after 30 s, naming it: what it
+  // waits for is another process's message, and a run whose message never
+  // comes ends with this line instead of the test's timeout.
+  template <typename Done>
+  void await_until(Done done, const char* what, std::chrono::microseconds pause) {
+    auto start = std::chrono::steady_clock::now();
+    while (!done()) {
       if (the_job->failed()) the_job->fatal_lost(the_job->failure(), what);
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(30))
+        the_job->fatal(std::string(what) + ": nothing came in 30 s");
+      std::this_thread::sleep_for(pause);
     }
   }
 
@@ -565,11 +577,12 @@ struct worker {
   // From the compute thread, once a deferred request has come (and, with
   // after_go, its sender's go): answers it.
   void answer_deferred(bool after_go) {
-    while (deferred_count.load() <= deferred_answered ||
-           (after_go && go_count.load() <= deferred_answered)) {
-      if (the_job->failed()) the_job->fatal_lost(the_job->failure(), "waiting for a deferred request");
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    await_until(
+        [&] {
+          return deferred_count.load() > deferred_answered &&
+                 (!after_go || go_count.load() > deferred_answered);
+        },
+        "waiting for a deferred request", std::chrono::microseconds(200));
     reply_token token;
     {
       std::lock_guard lock(mutex);
