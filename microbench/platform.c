@@ -15,6 +15,19 @@
  *   mprotect-1-busy  the same while a second thread of the process runs on
  *   mprotect-32-busy another CPU (it must be interrupted to flush its TLB)
  *   first-touch      the first write to a page of a fresh memfd mapping
+ *   fault-fetch      a read of a page its mapping has PROT_NONE, whose
+ *                    SIGSEGV handler writes the page, never made before,
+ *                    through the file (pwrite) and opens it read-only
+ *                    (mprotect): a page fetched for the first time, as
+ *                    tmk's fault handler takes one in, without the message
+ *   fault-update     the same for a page made and mapped before, the
+ *                    handler writing one word of it through a second
+ *                    mapping: a page brought up to date by a diff of one
+ *                    word, without the message
+ *
+ * The fault cases are the floor under the Page and Diff microbenchmarks
+ * with a fault per page (TMK_PREFETCH_PAGES=1): whatever carries the
+ * message, a page costs at least this much more than its round trip.
  *
  * Each case is timed in RUNS runs of ITERATIONS operations; the figure is
  * the median of the runs' means.  With --csv, rows under the header that
@@ -25,9 +38,11 @@
 #define _GNU_SOURCE
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -212,13 +227,90 @@ static void time_first_touch(const char *name)
   report(name, means);
 }
 
+/* The fault cases' region: its memfd, the view the reads fault in and a
+ * second view that is always read-write, as tmk's application and runtime
+ * views; what a fetched page holds. */
+static int fault_fd = -1;
+static char *fault_view, *fault_writable;
+static size_t fault_bytes;
+static bool fault_fresh;
+static char fault_contents[PAGE];
+
+static void fill_and_open(int signal_number, siginfo_t *info, void *context)
+{
+  (void)context;
+  char *address = info->si_addr;
+  if (address < fault_view || address >= fault_view + fault_bytes) {
+    /* Not ours: the default action on the next try. */
+    signal(signal_number, SIG_DFL);
+    return;
+  }
+  size_t offset = (size_t)(address - fault_view) & ~(size_t)(PAGE - 1);
+  if (fault_fresh) {
+    if (pwrite(fault_fd, fault_contents, PAGE, (off_t)offset) != PAGE)
+      abort();
+  } else {
+    fault_writable[offset]++;
+  }
+  if (mprotect(fault_view + offset, PAGE, PROT_READ) != 0)
+    abort();
+}
+
+/* Each run reads one byte of every page of a new region whose view is
+ * PROT_NONE; for fault-update the pages are made and mapped in both views
+ * first (not timed). */
+static void time_fault(const char *name, bool fresh)
+{
+  struct sigaction action = {.sa_sigaction = fill_and_open, .sa_flags = SA_SIGINFO};
+  struct sigaction before;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(SIGSEGV, &action, &before) != 0)
+    fail("sigaction");
+  memset(fault_contents, 7, sizeof fault_contents);
+  fault_fresh = fresh;
+  fault_bytes = (size_t)iterations * PAGE;
+  double means[MAX_RUNS];
+  for (int r = 0; r < runs; r++) {
+    fault_fd = memfd_create("platform", MFD_CLOEXEC);
+    if (fault_fd < 0 || ftruncate(fault_fd, (off_t)fault_bytes) != 0)
+      fail("memfd_create");
+    fault_view = mmap(NULL, fault_bytes, PROT_READ, MAP_SHARED, fault_fd, 0);
+    fault_writable = mmap(NULL, fault_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fault_fd, 0);
+    if (fault_view == MAP_FAILED || fault_writable == MAP_FAILED)
+      fail("mmap");
+    if (!fresh) {
+      memset(fault_writable, 1, fault_bytes);
+      for (size_t at = 0; at < fault_bytes; at += PAGE)
+        (void)*(volatile char *)(fault_view + at);
+    }
+    if (mprotect(fault_view, fault_bytes, PROT_NONE) != 0)
+      fail("mprotect");
+    unsigned sum = 0;
+    double start = microbench_now_us();
+    for (size_t at = 0; at < fault_bytes; at += PAGE)
+      sum += (unsigned char)*(volatile char *)(fault_view + at + 64);
+    means[r] = (microbench_now_us() - start) / iterations;
+    if (sum != (unsigned)iterations * (fresh ? 7u : 1u)) {
+      fprintf(stderr, "platform: %s read %u over %d pages, expected %u\n", name, sum, iterations,
+              (unsigned)iterations * (fresh ? 7u : 1u));
+      exit(1);
+    }
+    munmap(fault_view, fault_bytes);
+    munmap(fault_writable, fault_bytes);
+    close(fault_fd);
+  }
+  sigaction(SIGSEGV, &before, NULL);
+  report(name, means);
+}
+
 static void usage(const char *why)
 {
   fprintf(stderr,
           "platform: %s\n"
           "usage: platform [-c CASE] [-i ITERATIONS] [-r RUNS] [--csv]\n"
           "  cases: syscall eventfd-empty epoll-ctl unix-datagram mprotect-1 mprotect-32\n"
-          "         mprotect-1-busy mprotect-32-busy first-touch (default: all)\n",
+          "         mprotect-1-busy mprotect-32-busy first-touch fault-fetch fault-update\n"
+          "         (default: all)\n",
           why);
   exit(2);
 }
@@ -257,11 +349,17 @@ int main(int argc, char **argv)
                  {"mprotect-32", 32, false},
                  {"mprotect-1-busy", 1, true},
                  {"mprotect-32-busy", 32, true}};
+  struct {
+    const char *name;
+    bool fresh;
+  } fault[] = {{"fault-fetch", true}, {"fault-update", false}};
   bool known = only == NULL;
   for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
     known = known || strcmp(only, plain[i].name) == 0;
   for (size_t i = 0; i < sizeof protect / sizeof protect[0]; i++)
     known = known || strcmp(only, protect[i].name) == 0;
+  for (size_t i = 0; i < sizeof fault / sizeof fault[0]; i++)
+    known = known || strcmp(only, fault[i].name) == 0;
   if (!known)
     usage("unknown case");
   if (csv)
@@ -272,5 +370,8 @@ int main(int argc, char **argv)
   for (size_t i = 0; i < sizeof protect / sizeof protect[0]; i++)
     if (only == NULL || strcmp(only, protect[i].name) == 0)
       time_mprotect(protect[i].name, protect[i].pages, protect[i].busy);
+  for (size_t i = 0; i < sizeof fault / sizeof fault[0]; i++)
+    if (only == NULL || strcmp(only, fault[i].name) == 0)
+      time_fault(fault[i].name, fault[i].fresh);
   return 0;
 }

@@ -8,7 +8,9 @@ and diff also with TMK_PREFETCH_PAGES=1, one fault per page as in
 TreadMarks) on both substrates (TMK_SUBSTRATE=ucx, sockets) and both
 notification modes (TMK_NOTIFY=interrupt, poll), every variant once per
 round one after the other, and takes the median over the rounds; then
-diff_bench (diff creation and application beside memcpy); then the
+the floor a page fault leaves of the factors (microbench/platform's fault
+cases beside the round trip of each substrate); then diff_bench (diff
+creation and application beside memcpy); then the
 applications at the paper's sizes on 1 to 8 processes over both substrates,
 through scripts/run_apps.py.  Writes a section of BENCHMARKS.md between
 <!-- micro:begin --> and <!-- micro:end --> (inserted or replaced), and the
@@ -154,6 +156,87 @@ def measure_micro(options):
                 samples[(row.key, variant)].append(value)
     results = {key: median(values) for key, values in samples.items()}
     return rows, results
+
+
+# What the kernel leaves of the paper's factors: a fault per page costs, with
+# no message at all, what build/microbench/platform's fault cases measure,
+# whatever carries the message; a runtime that added nothing to that floor
+# but the round trip of the reply would show sockets over UCX of (sockets
+# round trip + floor) / (UCX round trip + floor) at best.  Per row of the
+# table above: the platform case and the reply's size in bytes (a whole
+# page; a diff of one word and its header; a diff of every word).
+FLOORS = [("page one", "fault-fetch", 4096), ("diff small one", "fault-update", 64),
+          ("diff large one", "fault-update", 4096)]
+
+
+def measure_floors(options):
+    """Medians over the rounds: {platform case: us} and {(substrate, size): round trip us}."""
+    runs, count = ("3", "500") if options.quick else ("7", "2000")
+    sizes = sorted({size for _, _, size in FLOORS})
+    faults = {case: [] for _, case, _ in FLOORS}
+    trips = {(substrate, size): [] for substrate in SUBSTRATES for size in sizes}
+    for round_number in range(options.rounds):
+        log("fault floors: round %d of %d" % (round_number + 1, options.rounds))
+        for case in faults:
+            done = subprocess.run([os.path.join(options.build, "microbench", "platform"), "--csv",
+                                   "-c", case, "-r", runs, "-i", count],
+                                  capture_output=True, text=True, timeout=options.timeout)
+            lines = done.stdout.strip().splitlines()
+            if done.returncode != 0 or len(lines) < 2:
+                log("  platform -c %s failed (exit %d): %s" % (case, done.returncode,
+                                                            done.stderr[-500:]))
+                faults[case].append(float("nan"))
+                continue
+            faults[case].append(float(lines[-1].split(",")[-1]))
+        for substrate in SUBSTRATES:
+            env = dict(os.environ, TMK_SUBSTRATE=substrate, TMK_NOTIFY="interrupt")
+            done = subprocess.run([os.path.join(options.build, "microbench", "pingpong"), "--csv",
+                                   "--sizes", ",".join(str(size) for size in sizes),
+                                   "--iterations", count, "--repeat", runs,
+                                   "--stream-count", "0", "--", "-n", "2"],
+                                  capture_output=True, text=True, env=env,
+                                  timeout=options.timeout)
+            rows = {}
+            for line in done.stdout.strip().splitlines()[1:]:
+                size, rtt, _ = line.split(",")
+                rows[int(size)] = float(rtt)
+            if done.returncode != 0:
+                log("  pingpong (%s) failed (exit %d): %s" % (substrate, done.returncode,
+                                                           done.stderr[-500:]))
+            for size in sizes:
+                trips[(substrate, size)].append(rows.get(size, float("nan")))
+    return ({case: median(values) for case, values in faults.items()},
+            {key: median(values) for key, values in trips.items()})
+
+
+def floors_section(rows, micro, floors):
+    faults, trips = floors
+    labels = {row.key: row.label for row in rows}
+    lines = [
+        "A fault per page costs, with no message at all, what `build/microbench/platform "
+        "-c fault-fetch` measures for a page taken in for the first time (the SIGSEGV, the "
+        "page written through the file, the `mprotect` that opens it read-only, the read "
+        "again) and `-c fault-update` for a page brought up to date (one word written "
+        "through a second mapping instead). A fault over either substrate costs that floor "
+        "and the round trip of its reply (`pingpong`, interrupt mode, in the same rounds) at "
+        "least; if it cost no more, sockets over UCX would be (sockets round trip + floor) / "
+        "(UCX round trip + floor), the column \"round trips alone\": however fast UCX's "
+        "side, the measured ratio passes it only where the sockets side costs more than "
+        "the floor and its round trip (a service thread to wake, a core to share).",
+        "",
+        "| benchmark | floor, us | reply B | ucx round trip, us | sockets round trip, us | "
+        "sockets / ucx, round trips alone | measured sockets / ucx (interrupt) | paper |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for key, case, size in FLOORS:
+        floor = faults[case]
+        ucx, sockets = trips[("ucx", size)], trips[("sockets", size)]
+        measured = ratio(micro[(key, ("sockets", "interrupt"))], micro[(key, ("ucx", "interrupt"))])
+        lines.append("| %s (`%s`) | %s | %d | %s | %s | %s | %s | %s |" % (
+            labels[key], case, fmt(floor), size, fmt(ucx), fmt(sockets),
+            fmt(ratio(sockets + floor, ucx + floor)), fmt(measured),
+            fmt(PAPER_FACTORS["page" if key.startswith("page") else "diff"])))
+    return lines
 
 
 # ---------------------------------------------------------------- diff_bench
@@ -518,8 +601,10 @@ def main():
             % load_before)
     command = "scripts/bench_micro.py " + " ".join(shlex.quote(word) for word in sys.argv[1:])
     rows = micro = gbench = apps = None
+    floors = None
     if not options.skip_micro:
         rows, micro = measure_micro(options)
+        floors = measure_floors(options)
     if not options.skip_gbench:
         gbench = measure_gbench(options)
     if not options.skip_apps:
@@ -559,6 +644,8 @@ def main():
         lines += ["### Microbenchmarks (Figure 3)", ""] + micro_section(rows, micro) + [""]
         if "micro" in figures:
             lines += [figure_link("micro", "Microbenchmarks, UCX against sockets"), ""]
+        lines += ["### What the kernel leaves of the factors", ""] + floors_section(
+            rows, micro, floors) + [""]
     if gbench:
         lines += ["### Diffs against memcpy", ""] + gbench_section(gbench) + [""]
     if apps:
