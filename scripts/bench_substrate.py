@@ -5,10 +5,12 @@ Runs, alternately and ROUNDS times each, ucx_perftest (ucp_am_lat, tag_lat,
 ucp_am_bw, and ucp_am_lat in sleep/wakeup mode) and tmk's pingpong (UCX
 active messages and preposted tags, both notification modes, back to back
 and with requests spaced so that the service thread sleeps, and the kernel
-sockets backend), takes the median of each figure over the rounds, and
-writes the comparison into BENCHMARKS.md between its markers.
+sockets backend), takes the median of each figure over the rounds; then
+PAIRS pairs of ucp_am_lat and tmk's pingpong at 8 B and 4 KiB, one right
+after the other, for the median of the pairs' ratios; and writes the
+comparison into BENCHMARKS.md between its markers.
 
-    scripts/bench_substrate.py [--rounds 5] [--build build] [--no-write]
+    scripts/bench_substrate.py [--rounds 5] [--pairs 11] [--build build] [--no-write]
 """
 import argparse
 import datetime
@@ -115,8 +117,11 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--gap-us", type=int, default=100)
+    parser.add_argument("--pairs", type=int, default=11)
     parser.add_argument("--no-write", action="store_true")
     options = parser.parse_args()
+    if options.rounds < 1 or options.pairs < 1:
+        parser.error("--rounds and --pairs take a number from 1 up")
 
     sizes = [8, 64, 256, 1024, 4096, 8192, 16384, 32768]
     variants = {
@@ -193,6 +198,36 @@ def main():
                                             dict(variants["am, interrupt"], TMK_CPU_LATENCY_US="0"),
                                             gap_us=options.gap_us, iterations=1000, stream=0)[8][0])
 
+    # The targets' round trips again in pairs, ucx_perftest and tmk's
+    # pingpong one right after the other, the order turned each time: the
+    # host's speed changes from one run to the next (the 8-byte round trip
+    # of either tool 0.2 to 1.7 us within a minute on the machine of
+    # BENCHMARKS.md, 2026-12-03), and figures of runs apart compare two
+    # speeds.  The median of the pairs' ratios.
+    paired = {8: [], 4096: []}
+    for pair in range(options.pairs):
+        print("pair %d of %d" % (pair + 1, options.pairs), file=sys.stderr)
+        for size in paired:
+            def run_theirs():
+                return perftest("ucp_am_lat", size, 50000)[0]
+
+            def run_ours():
+                return pingpong(options.build, [size], variants["am, interrupt"], iterations=5000,
+                                stream=0)[size][0]
+            if pair % 2 == 0:
+                first = run_theirs()
+                paired[size].append((first, run_ours()))
+            else:
+                first = run_ours()
+                paired[size].append((run_theirs(), first))
+
+    def paired_row(size, label):
+        theirs = median([pair[0] for pair in paired[size]])
+        ours = median([pair[1] for pair in paired[size]])
+        ratio = median([pair[1] / pair[0] for pair in paired[size]])
+        return ("| round trip %s, paired (ucp_am_lat; tmk am, interrupt; %d pairs) | %.3f | %.3f | "
+                "%.2f | <= 1.10 |" % (label, len(paired[size]), theirs, ours, ratio))
+
     floor = {key: median(values) for key, values in raw.items()}
     rtt = {name: {size: median(ours[name][size][0]) for size in sizes} for name in variants}
     bandwidth = {name: {size: median(ours[name][size][1]) for size in sizes} for name in variants}
@@ -210,17 +245,22 @@ def main():
         "forked processes open sysv, cma and self alone, and wake a sleeping service thread "
         "by doorbell unless `TMK_DOORBELL=off`, "
         "\"UCX wake-up\" below, which arms UCX's event fd instead). "
-        "Command: `scripts/bench_substrate.py --rounds %d` — every figure is the median of %d rounds; "
-        "in each round ucx_perftest and tmk's pingpong run one after the other, so ratios compare "
-        "runs minutes apart at most. Round trips in microseconds (ucx_perftest's one-way latency "
-        "doubled), bandwidth in MB/s (10^6 bytes)."
-        % (today, machine_description(), options.rounds, options.rounds),
+        "Command: `scripts/bench_substrate.py --rounds %d --pairs %d` — every figure is the median "
+        "of %d rounds; in each round ucx_perftest and tmk's pingpong run one after the other, so "
+        "ratios compare runs minutes apart at most; the rows marked paired come after the rounds: "
+        "ucp_am_lat and tmk's pingpong one right after the other, the order turned each time, each "
+        "tool's median and the median of the pairs' ratios (the host's speed changes from one run "
+        "to the next). Round trips in microseconds (ucx_perftest's one-way latency doubled), "
+        "bandwidth in MB/s (10^6 bytes)."
+        % (today, machine_description(), options.rounds, options.pairs, options.rounds),
         "",
         "| measure | ucx_perftest | tmk | tmk / ucx_perftest | target |",
         "| --- | --- | --- | --- | --- |",
-        "| round trip 8 B (ucp_am_lat; tmk am, interrupt) | %.3f | %.3f | %.2f | <= 1.10 |"
+        paired_row(8, "8 B"),
+        paired_row(4096, "4 KiB"),
+        "| round trip 8 B (ucp_am_lat; tmk am, interrupt) | %.3f | %.3f | %.2f | |"
         % (floor["am_lat 8"], am[8], am[8] / floor["am_lat 8"]),
-        "| round trip 4 KiB (ucp_am_lat; tmk am, interrupt) | %.3f | %.3f | %.2f | <= 1.10 |"
+        "| round trip 4 KiB (ucp_am_lat; tmk am, interrupt) | %.3f | %.3f | %.2f | |"
         % (floor["am_lat 4096"], am[4096], am[4096] / floor["am_lat 4096"]),
         "| round trip 32 KiB (ucp_am_lat; tmk am, interrupt) | %.3f | %.3f | %.2f | |"
         % (floor["am_lat 32768"], am[32768], am[32768] / floor["am_lat 32768"]),
