@@ -8,9 +8,11 @@ seen; an invalidated page with 1 and with 4 writers), lock acquire (direct
 and indirect), barrier on 2 to 8 processes, and a whole job of one barrier
 on 2 and 8 processes with and without the substrate's start-up warm-up.  Every figure is the median
 over the rounds; the ratios divide by the round trip of the same rounds.
-The result goes into BENCHMARKS.md between its markers.
+Then PAIRS pairs of the 8-byte round trip and a direct lock acquire, one
+right after the other, for the median of the pairs' ratios.  The result
+goes into BENCHMARKS.md between its markers.
 
-    scripts/bench_runtime.py [--rounds 5] [--build build] [--no-write]
+    scripts/bench_runtime.py [--rounds 5] [--pairs 11] [--build build] [--no-write]
 """
 import argparse
 import datetime
@@ -66,8 +68,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--pairs", type=int, default=11)
     parser.add_argument("--no-write", action="store_true")
     options = parser.parse_args()
+    if options.rounds < 1 or options.pairs < 1:
+        parser.error("--rounds and --pairs take a number from 1 up")
 
     cases = [
         ("fault, a page never seen (whole from process 0)", "fault", "cold", 2),
@@ -90,17 +95,32 @@ def main():
         for nprocs, warm_up in startups:
             startup_seconds[(nprocs, warm_up)].append(job_seconds(options.build, nprocs, warm_up))
 
+    # Lock direct against the round trip in pairs, one right after the
+    # other, the order turned each time: the host's speed changes from one
+    # run to the next (BENCHMARKS.md, the substrate's notes of 2026-12-03),
+    # and a round's figures, seconds apart, compare two speeds.
+    paired = []
+    for pair in range(options.pairs):
+        print("pair %d of %d" % (pair + 1, options.pairs), file=sys.stderr)
+        if pair % 2 == 0:
+            trip = round_trip(options.build)[8]
+            paired.append((trip, microbench(options.build, "lock", "direct", 2)))
+        else:
+            acquire = microbench(options.build, "lock", "direct", 2)
+            paired.append((round_trip(options.build)[8], acquire))
+
     rtt = statistics.median(rtt8)
     lines = [
         "## Runtime: faults, locks and barriers beside the substrate round trip",
         "",
         "Measured %s on %s, UCX active messages, interrupt mode. "
-        "Command: `scripts/bench_runtime.py --rounds %d`: each round runs the substrate ping-pong, "
-        "then every case below (microbench programs, each the median of 5 runs); the figures are "
-        "medians over the rounds, the ratios divide by the round trip of the same rounds. "
+        "Command: `scripts/bench_runtime.py --rounds %d --pairs %d`: each round runs the substrate "
+        "ping-pong, then every case below (microbench programs, each the median of 5 runs); the "
+        "figures are medians over the rounds, the ratios divide by the round trip of the same "
+        "rounds; the paired row comes after the rounds. "
         "With more processes than the %d cores, a waiting process yields its core between looks at its replies for `TMK_WAIT_SPIN_US` before it blocks, and a hop to a process that is not running waits for the scheduler."
         % (datetime.date.today().isoformat(), machine_description(with_ucx=False), options.rounds,
-           os.cpu_count()),
+           options.pairs, os.cpu_count()),
         "",
         "Substrate round trip: %.3f us at 8 B, %.3f us at 4 KiB." % (rtt, statistics.median(rtt4k)),
         "",
@@ -110,6 +130,11 @@ def main():
     for label, name, case, nprocs in cases:
         value = statistics.median(figures[label])
         lines.append("| %s | %d | %.2f | %.1f |" % (label, nprocs, value, value / rtt))
+    lines.append(
+        "| lock acquire, direct, paired with the 8 B round trip (%d pairs, each one right after "
+        "the other; the lock's median, the median of the pairs' ratios) | 2 | %.2f | %.2f |"
+        % (len(paired), statistics.median(acquire for _, acquire in paired),
+           statistics.median(acquire / trip for trip, acquire in paired)))
     lines += [
         "",
         "Start-up: wall-clock seconds of a whole job that starts, passes one barrier and exits "
