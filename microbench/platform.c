@@ -15,6 +15,8 @@
  *   mprotect-1-busy  the same while a second thread of the process runs on
  *   mprotect-32-busy another CPU (it must be interrupted to flush its TLB)
  *   first-touch      the first write to a page of a fresh memfd mapping
+ *   signal           a signal sent to the calling thread and handled, as a
+ *                    page fault reaches tmk, without the fault
  *   fault-fetch      a read of a page its mapping has PROT_NONE, whose
  *                    SIGSEGV handler writes the page, never made before,
  *                    through the file (pwrite) and opens it read-only
@@ -149,6 +151,41 @@ static void time_unix_datagram(const char *name)
   }
   close(pair[0]);
   close(pair[1]);
+  report(name, means);
+}
+
+static volatile sig_atomic_t signals_handled;
+
+static void count_signal(int signal_number)
+{
+  (void)signal_number;
+  signals_handled++;
+}
+
+static void time_signal(const char *name)
+{
+  struct sigaction action = {.sa_handler = count_signal};
+  struct sigaction before;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(SIGUSR1, &action, &before) != 0)
+    fail("sigaction");
+  pid_t process = getpid();
+  pid_t thread = (pid_t)syscall(SYS_gettid);
+  double means[MAX_RUNS];
+  for (int r = 0; r < runs; r++) {
+    signals_handled = 0;
+    double start = microbench_now_us();
+    for (int i = 0; i < iterations; i++)
+      if (syscall(SYS_tgkill, process, thread, SIGUSR1) != 0)
+        fail("tgkill");
+    means[r] = (microbench_now_us() - start) / iterations;
+    if (signals_handled != iterations) {
+      fprintf(stderr, "platform: %s handled %d of %d signals\n", name, (int)signals_handled,
+              iterations);
+      exit(1);
+    }
+  }
+  sigaction(SIGUSR1, &before, NULL);
   report(name, means);
 }
 
@@ -309,8 +346,8 @@ static void usage(const char *why)
           "platform: %s\n"
           "usage: platform [-c CASE] [-i ITERATIONS] [-r RUNS] [--csv]\n"
           "  cases: syscall eventfd-empty epoll-ctl unix-datagram mprotect-1 mprotect-32\n"
-          "         mprotect-1-busy mprotect-32-busy first-touch fault-fetch fault-update\n"
-          "         (default: all)\n",
+          "         mprotect-1-busy mprotect-32-busy first-touch signal fault-fetch\n"
+          "         fault-update (default: all)\n",
           why);
   exit(2);
 }
@@ -340,7 +377,8 @@ int main(int argc, char **argv)
                {"eventfd-empty", time_eventfd_empty},
                {"epoll-ctl", time_epoll_ctl},
                {"unix-datagram", time_unix_datagram},
-               {"first-touch", time_first_touch}};
+               {"first-touch", time_first_touch},
+               {"signal", time_signal}};
   struct {
     const char *name;
     int pages;
