@@ -160,11 +160,11 @@ def measure_micro(options):
 
 # What the kernel leaves of the paper's factors: a fault per page costs, with
 # no message at all, what build/microbench/platform's fault cases measure,
-# whatever carries the message; a runtime that added nothing to that floor
-# but the round trip of the reply would show sockets over UCX of (sockets
-# round trip + floor) / (UCX round trip + floor) at best.  Per row of the
-# table above: the platform case and the reply's size in bytes (a whole
-# page; a diff of one word and its header; a diff of every word).
+# whatever carries the message.  Against the sockets times measured, a UCX
+# side that cost only that floor and the round trip of its reply gives the
+# most any work on the UCX side can show.  Per row of the table above: the
+# platform case and the reply's size in bytes (a whole page; a diff of one
+# word and its header; a diff of every word).
 FLOORS = [("page one", "fault-fetch", 4096), ("diff small one", "fault-update", 64),
           ("diff large one", "fault-update", 4096)]
 
@@ -219,9 +219,10 @@ def floors_section(rows, micro, floors):
         "again) and `-c fault-update` for a page brought up to date (one word written "
         "through a second mapping instead). A fault over either substrate costs that floor "
         "and the round trip of its reply (`pingpong`, interrupt mode, timed with the floors, "
-        "in as many rounds after the microbenchmarks) at least. The column \"UCX at its floor\" is the measured sockets time over that "
-        "least UCX time: the ratio tmk would show if its UCX side cost nothing more, the "
-        "highest any work on the UCX side can reach against these sockets figures. The "
+        "in as many rounds after the microbenchmarks) at least. The column \"UCX at its "
+        "floor\" is the measured sockets time over that least UCX time: the ratio tmk would "
+        "show if its UCX side cost nothing more, the highest any work on the UCX side can "
+        "reach against these sockets figures. The "
         "column \"both at their floors\" is (sockets round trip + floor) / (UCX round "
         "trip + floor): the ratio of two runtimes that each added nothing to the kernel and "
         "the round trip.",
