@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 
+from bench_substrate import pingpong
 from benchmarks_md import machine_description, write_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -189,22 +190,16 @@ def measure_floors(options):
                 continue
             faults[case].append(float(lines[-1].split(",")[-1]))
         for substrate in SUBSTRATES:
-            env = dict(os.environ, TMK_SUBSTRATE=substrate, TMK_NOTIFY="interrupt")
-            done = subprocess.run([os.path.join(options.build, "microbench", "pingpong"), "--csv",
-                                   "--sizes", ",".join(str(size) for size in sizes),
-                                   "--iterations", count, "--repeat", runs,
-                                   "--stream-count", "0", "--", "-n", "2"],
-                                  capture_output=True, text=True, env=env,
-                                  timeout=options.timeout)
-            rows = {}
-            for line in done.stdout.strip().splitlines()[1:]:
-                size, rtt, _ = line.split(",")
-                rows[int(size)] = float(rtt)
-            if done.returncode != 0:
-                log("  pingpong (%s) failed (exit %d): %s" % (substrate, done.returncode,
-                                                           done.stderr[-500:]))
+            try:
+                rows = pingpong(options.build, sizes,
+                                {"TMK_SUBSTRATE": substrate, "TMK_NOTIFY": "interrupt"},
+                                iterations=int(count), stream=0, repeat=int(runs),
+                                timeout=options.timeout)
+            except (RuntimeError, subprocess.TimeoutExpired) as failed:
+                log("  pingpong (%s) failed: %s" % (substrate, str(failed)[-500:]))
+                rows = {}
             for size in sizes:
-                trips[(substrate, size)].append(rows.get(size, float("nan")))
+                trips[(substrate, size)].append(rows[size][0] if size in rows else float("nan"))
     return ({case: median(values) for case, values in faults.items()},
             {key: median(values) for key, values in trips.items()})
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks_md import machine_description, write_section
+from benchmarks_md import machine_description, side_by_side, write_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -102,12 +102,8 @@ def main():
     paired = []
     for pair in range(options.pairs):
         print("pair %d of %d" % (pair + 1, options.pairs), file=sys.stderr)
-        if pair % 2 == 0:
-            trip = round_trip(options.build)[8]
-            paired.append((trip, microbench(options.build, "lock", "direct", 2)))
-        else:
-            acquire = microbench(options.build, "lock", "direct", 2)
-            paired.append((round_trip(options.build)[8], acquire))
+        paired.append(side_by_side(lambda: round_trip(options.build)[8],
+                                   lambda: microbench(options.build, "lock", "direct", 2), pair))
 
     rtt = statistics.median(rtt8)
     lines = [

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks_md import machine_description, write_section
+from benchmarks_md import machine_description, side_by_side, write_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -65,16 +65,17 @@ def perftest(test, size, iterations, extra=(), prefix=()):
     return 2 * one_way, bandwidth
 
 
-def pingpong(build, sizes, env_overrides, gap_us=0, iterations=5000, stream=2000, prefix=()):
+def pingpong(build, sizes, env_overrides, gap_us=0, iterations=5000, stream=2000, prefix=(),
+             repeat=5, timeout=600):
     env = dict(os.environ)
     env.update(env_overrides)
     command = [*prefix, os.path.join(build, "microbench", "pingpong"), "--csv", "--sizes",
-               ",".join(str(size) for size in sizes), "--repeat", "5", "--iterations",
+               ",".join(str(size) for size in sizes), "--repeat", str(repeat), "--iterations",
                str(iterations), "--stream-count", str(stream)]
     if gap_us:
         command += ["--gap-us", str(gap_us)]
     done = subprocess.run(command + ["--", "-n", "2"], capture_output=True, text=True, env=env,
-                          timeout=600)
+                          timeout=timeout)
     if done.returncode != 0:
         raise RuntimeError("pingpong failed: " + done.stderr)
     rows = {}
@@ -208,18 +209,11 @@ def main():
     for pair in range(options.pairs):
         print("pair %d of %d" % (pair + 1, options.pairs), file=sys.stderr)
         for size in paired:
-            def run_theirs():
-                return perftest("ucp_am_lat", size, 50000)[0]
-
-            def run_ours():
-                return pingpong(options.build, [size], variants["am, interrupt"], iterations=5000,
-                                stream=0)[size][0]
-            if pair % 2 == 0:
-                first = run_theirs()
-                paired[size].append((first, run_ours()))
-            else:
-                first = run_ours()
-                paired[size].append((run_theirs(), first))
+            paired[size].append(side_by_side(
+                lambda: perftest("ucp_am_lat", size, 50000)[0],
+                lambda: pingpong(options.build, [size], variants["am, interrupt"], iterations=5000,
+                                 stream=0)[size][0],
+                pair))
 
     def paired_row(size, label):
         theirs = median([pair[0] for pair in paired[size]])

@@ -48,3 +48,15 @@ def machine_description(with_ucx=True):
     except OSError:
         pass
     return text + ", UCX " + ucx
+
+
+def side_by_side(first, second, turn):
+    """(first(), second()), run one right after the other, second first on
+    odd turns: on a host whose speed changes from one run to the next, a
+    pair's ratio compares two runs of one speed, and turning the order
+    cancels whichever gains from running first."""
+    if turn % 2 == 0:
+        result = first()
+        return result, second()
+    later = second()
+    return first(), later
