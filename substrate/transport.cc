@@ -189,6 +189,8 @@ status transport::start(request_handler handler) {
   // and agreed with every other process: all ring or none.
   doorbells_ = supports_doorbell();
   if (doorbells_) {
+    for (int rank = 0; rank < size_; ++rank)
+      bells_.push_back(static_cast<doorbell*>(job_.shared_line(rank)));
     own_bell_ = &bell_of(rank_);
     publish_caller(true);
   }
@@ -752,6 +754,20 @@ bool transport::lend_reply(const wire_header& header, std::span<std::byte> paylo
   return true;
 }
 
+bool transport::take_reply(const wire_header& header, byte_span payload) {
+  if (header.kind != message_kind::reply || header.origin != rank_) return false;
+  pending_reply* slot = find_pending(header.sequence);
+  if (slot == nullptr || slot->done.load(std::memory_order_relaxed)) return false;
+  slot->payload.assign(payload.begin(), payload.end());
+  slot->done.store(true, std::memory_order_release);
+  causal_acquire();
+  if ((header.reserved[1] & uncounted_flag) == 0) {
+    count(caller_counters_.messages_received, 1);
+    count(caller_counters_.bytes_received, payload.size() + sizeof(wire_header));
+  }
+  return true;
+}
+
 void transport::reply_complete(const wire_header& header) {
   if (header.kind == message_kind::caller_request) {
     for (caller_request& entry : caller_requests_)
@@ -775,7 +791,7 @@ void transport::reply_complete(const wire_header& header) {
   count(caller_counters_.bytes_received, length + sizeof(wire_header));
 }
 
-status transport::check_size(int peer, std::size_t payload_length) const {
+status transport::size_failure(int peer, std::size_t payload_length) const {
   if (peer < 0 || peer >= size_)
     return status(status_code::invalid_argument,
                   "no process " + std::to_string(peer) + " in a job of " + std::to_string(size_));

@@ -374,6 +374,10 @@ class transport {
   std::vector<std::byte>* reply_destination(const wire_header& header, std::size_t length);
   // The reply's payload is in place.
   void reply_complete(const wire_header& header);
+  // A reply received whole to a request this process waits for, copied
+  // into its slot: reply_destination, the copy and reply_complete in one
+  // look-up.  False, nothing done, for anything else.
+  bool take_reply(const wire_header& header, byte_span payload);
   // Calling thread: a reply received whole in a buffer of the backend's,
   // which the backend lends until release_lent(handle) (called on this
   // thread): true if it is kept so, as the payload of the request it
@@ -385,7 +389,11 @@ class transport {
   // Gives back the buffers lent to requests nobody waited for: called by a
   // lending backend before it closes its channels.
   void release_all_lent();
-  status check_size(int peer, std::size_t payload_length) const;
+  status check_size(int peer, std::size_t payload_length) const {
+    if (peer >= 0 && peer < size_ && payload_length <= config_.max_message) return status::ok();
+    return size_failure(peer, payload_length);
+  }
+  status size_failure(int peer, std::size_t payload_length) const;
   // A reply to a request of this process's own caller: straight into the
   // waiting slot, no message.
   status reply_here(std::uint32_t sequence, parts payload);
@@ -524,9 +532,9 @@ class transport {
     // by their senders before they send them (see sleep_on_doorbell).
     std::uint64_t rung_in;
   };
-  doorbell& bell_of(int of_rank) const {
-    return *static_cast<doorbell*>(job_.shared_line(of_rank));
-  }
+  doorbell& bell_of(int of_rank) const { return *bells_[static_cast<std::size_t>(of_rank)]; }
+  // Every process's doorbell, from start() on where doorbells ring.
+  std::vector<doorbell*> bells_;
   using word = std::atomic_ref<std::uint32_t>;
   // The service thread's sleep with doorbells: marked asleep, one last
   // look at the channel, then the futex until a ring, a stop or a second
