@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <iterator>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -49,11 +51,12 @@ status ucx_status(const std::string& what, ucs_status_t code) {
   return status(status_code::transport_error, what + ": " + ucs_status_string(code));
 }
 
-// What UCX packs a gathered send's payload from (gather_datatype_): the
-// sender's parts while ucp_am_send_nbx runs, the copy of them in its send
-// buffer once the send outlives the call.
+// What UCX packs a gathered send from (gather_datatype_): the header, then
+// the sender's parts while ucp_am_send_nbx runs; the copy of both in its
+// send buffer once the send outlives the call.
 struct gather_source {
-  std::size_t length = 0;
+  std::size_t length = 0;  // the header's and the parts'
+  const std::byte* header = nullptr;
   const byte_span* parts = nullptr;
   std::size_t count = 0;
   const std::byte* copied = nullptr;
@@ -74,18 +77,19 @@ size_t gather_pack(void* state, size_t offset, void* dest, size_t max_length) {
     return length;
   }
   std::size_t left = length;
-  for (std::size_t i = 0; i < source.count && left > 0; ++i) {
-    std::size_t size = source.parts[i].size();
-    if (offset >= size) {
-      offset -= size;
-      continue;
+  auto take_from = [&](byte_span part) {
+    if (offset >= part.size()) {
+      offset -= part.size();
+      return;
     }
-    std::size_t take = std::min(size - offset, left);
-    memcpy(to, source.parts[i].data() + offset, take);
+    std::size_t take = std::min(part.size() - offset, left);
+    memcpy(to, part.data() + offset, take);
     to += take;
     left -= take;
     offset = 0;
-  }
+  };
+  take_from({source.header, sizeof(wire_header)});
+  for (std::size_t i = 0; i < source.count && left > 0; ++i) take_from(source.parts[i]);
   return length;
 }
 
@@ -696,39 +700,36 @@ void ucx_transport::send_lost(ucs_status_t code, int peer) {
 }
 
 namespace {
-// An active message of the header and the parts in iov, with params.
-void* send_parts(ucp_ep_h ep, const wire_header& header, std::span<ucp_dt_iov_t> iov,
-                 std::size_t payload_length, ucp_request_param_t& params) {
-  if (iov.size() <= 1)  // one part: the contiguous datatype takes UCX's shortest path
-    return ucp_am_send_nbx(ep, am_id, &header, sizeof header,
-                           iov.empty() ? nullptr : iov[0].buffer, payload_length, &params);
-  params.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
-  params.datatype = ucp_dt_make_iov();
-  return ucp_am_send_nbx(ep, am_id, &header, sizeof header, iov.data(), iov.size(), &params);
-}
+// Every active message carries tmk's header at the start of its data, UCX's
+// own user header left empty.  UCX 1.13 puts a user header after the
+// payload, so that a receiver of a message longer than its short protocol
+// read one more cache line, the last the other process's core had just
+// written (a page of the service thread's reply and the request before it:
+// 0.15-0.3 us of a 1 KiB or 4 KiB round trip of about 2, alternated runs of
+// `pingpong`), and a short message went through UCX's gathering short path
+// (uct_ep_am_short_iov; 51 more instructions a send than uct_ep_am_short,
+// callgrind of an 8-byte ping-pong).
 
-// A short message of at most one part, sent at once or not at all: the
-// header and the part in one contiguous buffer, UCX's header left empty.
-// With a header of its own, UCX 1.13 takes its gathering short path
-// (uct_ep_am_short_iov), 51 more instructions a send (callgrind, an
-// 8-byte ping-pong); the copy costs 11-16.
-void* send_packed(ucp_ep_h ep, const wire_header& header, std::span<ucp_dt_iov_t> iov,
+// A short message, sent at once or not at all: the header and the parts
+// copied into one contiguous buffer (11-16 instructions for an 8-byte
+// ping-pong's).
+void* send_packed(ucp_ep_h ep, const wire_header& header, std::initializer_list<byte_span> payload,
                   std::size_t payload_length, ucp_request_param_t& params) {
   alignas(wire_header) std::byte packed[immediate_maximum];
   memcpy(packed, &header, sizeof header);
-  if (!iov.empty()) memcpy(packed + sizeof header, iov[0].buffer, payload_length);
+  std::byte* at = packed + sizeof header;
+  for (const auto& part : payload) {
+    if (!part.empty()) memcpy(at, part.data(), part.size());
+    at += part.size();
+  }
   return ucp_am_send_nbx(ep, am_id, nullptr, 0, packed, sizeof header + payload_length, &params);
 }
 
-// The header of a message received, from UCX's header or, for one that
-// send_packed sent, from the start of its data, which then starts after
-// it; false for a message with a header of another size, dropped.
-bool take_header(const void* header, std::size_t header_length, void*& data,
-                 std::size_t& length, const ucp_am_recv_param_t* param, wire_header& parsed) {
-  if (header_length == sizeof parsed) {
-    memcpy(&parsed, header, sizeof parsed);
-    return true;
-  }
+// The header at the start of a message's data, which then starts after
+// it; false for a message that cannot hold one, or has a UCX header or
+// came by rendezvous, which tmk never sends (every send is eager).
+bool take_header(std::size_t header_length, void*& data, std::size_t& length,
+                 const ucp_am_recv_param_t* param, wire_header& parsed) {
   if (header_length != 0 || length < sizeof parsed ||
       (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0)
     return false;
@@ -743,15 +744,15 @@ bool take_header(const void* header, std::size_t header_length, void*& data,
 // the caller may reuse or free it then.  The receiver is rung while it is
 // behind, as for any send in flight to a request channel (progress).
 status ucx_transport::post_direct(worker_state& worker, ucp_ep_h ep, int peer, channel to,
-                                  const wire_header& header, std::span<ucp_dt_iov_t> iov,
-                                  std::size_t payload_length) {
+                                  std::span<ucp_dt_iov_t> iov, std::size_t total) {
   ucp_request_param_t params{};
-  params.op_attr_mask =
-      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
   params.flags = UCP_AM_SEND_FLAG_EAGER;
   params.cb.send = &ucx_transport::on_direct_send_done;
   params.user_data = &worker;
-  void* request = send_parts(ep, header, iov, payload_length, params);
+  params.datatype = ucp_dt_make_iov();
+  void* request = ucp_am_send_nbx(ep, am_id, nullptr, 0, iov.data(), iov.size(), &params);
   if (request == nullptr) return status::ok();
   if (UCS_PTR_IS_ERR(request))
     return send_failure("ucp_am_send_nbx", UCS_PTR_STATUS(request), peer);
@@ -767,7 +768,7 @@ status ucx_transport::post_direct(worker_state& worker, ucp_ep_h ep, int peer, c
       // receiver that died never makes room: the caller cannot have its
       // memory back.  A failed job ends every process; this one ends here,
       // naming the cause and this send.
-      job_.fatal_lost(job_.failure(), "a send of " + std::to_string(payload_length) +
+      job_.fatal_lost(job_.failure(), "a send of " + std::to_string(total - sizeof(wire_header)) +
                                           " bytes to process " + std::to_string(peer));
     }
     // With more processes than cores the receiver may be waiting for this
@@ -790,28 +791,32 @@ void ucx_transport::on_direct_send_done(void* request, ucs_status_t code, void* 
 status ucx_transport::post(channel from, int peer, channel to, const wire_header& header,
                            parts payload, std::size_t payload_length) {
   worker_state& worker = state(from);
-  // Most messages first, the way the rest of this function would send
-  // them: short, of one part, on an endpoint made before, from a thread
-  // that need not wait for its sends in flight (see below), and sent at
-  // once.  Taken alone, the common path cost 150 instructions a message
-  // here, 40 of them in endpoint()'s result (callgrind, an 8-byte
+  const std::size_t total = sizeof header + payload_length;
+  const bool am = config_.ucx_path == ucx_data_path::am;
+  // UCX is first asked to complete at once or not at all (FORCE_IMM_CMPL)
+  // where its short protocol may take the message (immediate_maximum);
+  // above, that call was refused every time, 20 ns by the clock.  Refused
+  // for want of room, the message takes the rest of this function.
+  auto at_once = [&](ucp_ep_h ep) -> std::optional<status> {
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = UCP_AM_SEND_FLAG_EAGER;
+    void* request = send_packed(ep, header, payload, payload_length, params);
+    if (request == nullptr) return status::ok();
+    if (UCS_PTR_STATUS(request) == UCS_ERR_NO_RESOURCE) return std::nullopt;
+    return send_failure("ucp_am_send_nbx", UCS_PTR_STATUS(request), peer);
+  };
+  // Most messages are sent here, before the rest: short, on an endpoint
+  // made before, from a thread that need not wait for its sends in flight
+  // (see below).  Taken alone, the common path cost 150 instructions a
+  // message, 40 of them in endpoint()'s result (callgrind, an 8-byte
   // ping-pong).
-  if (config_.ucx_path == ucx_data_path::am && payload.size() <= 1 &&
-      sizeof header + payload_length <= immediate_maximum) {
+  const bool immediate = am && total <= immediate_maximum;
+  if (immediate) {
     ucp_ep_h ep = worker.endpoints[to == channel::request ? 0 : 1][static_cast<std::size_t>(peer)];
     if (ep != nullptr && (from == channel::request || worker.in_flight < max_caller_in_flight ||
-                          holds_request_channel())) {
-      ucp_dt_iov_t part{};
-      if (payload_length > 0) part = {const_cast<std::byte*>(payload.begin()->data()), payload_length};
-      ucp_request_param_t params{};
-      params.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | UCP_OP_ATTR_FIELD_FLAGS;
-      params.flags = UCP_AM_SEND_FLAG_EAGER;
-      void* request =
-          send_packed(ep, header, {&part, payload_length > 0 ? 1u : 0u}, payload_length, params);
-      if (request == nullptr) return status::ok();
-      if (UCS_PTR_STATUS(request) != UCS_ERR_NO_RESOURCE)
-        return send_failure("ucp_am_send_nbx", UCS_PTR_STATUS(request), peer);
-    }
+                          holds_request_channel()))
+      if (auto sent = at_once(ep)) return *sent;
   }
   auto ep = endpoint(worker, peer, to);
   if (!ep) return ep.error();
@@ -831,54 +836,45 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
     status drained = drain(channel::reply, max_caller_in_flight - 1);
     if (!drained) return drained;
   }
-  std::size_t total = sizeof header + payload_length;
-  if (config_.ucx_path == ucx_data_path::am) {
-    // Sent straight from the caller's memory where it can be: no pool
+  if (am) {
+    if (immediate)
+      if (auto sent = at_once(*ep)) return *sent;
+    // Otherwise the calling thread sends from its memory all the same and
+    // waits for UCX to have read it, which UCX has done before it returns
+    // wherever the receiver's FIFO has room for every fragment: no pool
     // buffer and no extra copy.  The eager protocol is forced at every
     // size: through shared memory its copies pipeline on both sides and
     // beat the rendezvous round trips (64 KiB: 11 us against 72; 2 MiB:
     // 260 against 630), and a sent message no longer needs its sender
-    // alive.
-    ucp_dt_iov_t iov[max_parts];
-    std::size_t count = 0;
-    for (const auto& part : payload)
-      if (!part.empty() && count < max_parts)
+    // alive.  A copy into a send buffer first was, for more than a
+    // segment, a third of the sender's copying in a stream of 32 KiB
+    // messages (`perf record`), and the sender set the stream's pace:
+    // 7.0-7.7 GB/s with the copy, 8.1-8.2 without (ucp_am_bw 7.9).  Within
+    // a segment, the 4 KiB round trip took 0.536 us against 0.587 with the
+    // copy, 1 KiB 0.431 against 0.460, and a stream of 4 KiB messages ran
+    // at 29 GB/s against 23 (`pingpong`, 5 alternated runs, medians).
+    // Messages from a thread that holds the request channel (never_wait)
+    // are gathered instead (post_gathered) or, below gather_minimum,
+    // copied into a send buffer.  Waiting for room, a handler would serve
+    // nothing meanwhile (progress would run handlers inside the one
+    // sending, or, inside UCX's callback, read the same message again),
+    // and a handler waiting so while it holds the runtime's lock, with its
+    // own caller, who empties this process's FIFO, waiting for that lock,
+    // could wait for ever on another process doing the same.
+    if (!never_wait) {
+      ucp_dt_iov_t iov[1 + max_parts];
+      iov[0] = {const_cast<wire_header*>(&header), sizeof header};
+      std::size_t count = 1;
+      bool all = true;
+      for (const auto& part : payload) {
+        if (part.empty()) continue;
+        if (count == std::size(iov)) {
+          all = false;
+          break;
+        }
         iov[count++] = {const_cast<std::byte*>(part.data()), part.size()};
-    if (count < max_parts || payload.size() <= max_parts) {
-      // UCX is first asked to complete at once or not at all
-      // (FORCE_IMM_CMPL) where its short protocol may take the message
-      // (immediate_maximum); above, that call was refused every time, 20
-      // ns by the clock.
-      if (total <= immediate_maximum) {
-        ucp_request_param_t params{};
-        params.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | UCP_OP_ATTR_FIELD_FLAGS;
-        params.flags = UCP_AM_SEND_FLAG_EAGER;
-        void* request = count <= 1 ? send_packed(*ep, header, {iov, count}, payload_length, params)
-                                   : send_parts(*ep, header, {iov, count}, payload_length, params);
-        if (request == nullptr) return status::ok();
-        if (UCS_PTR_STATUS(request) != UCS_ERR_NO_RESOURCE)
-          return send_failure("ucp_am_send_nbx", UCS_PTR_STATUS(request), peer);
       }
-      // Otherwise the calling thread sends from its memory all the same and
-      // waits for UCX to have read it, which UCX has done before it returns
-      // wherever the receiver's FIFO has room for every fragment.  A copy
-      // into a send buffer first was, for more than a segment, a third of
-      // the sender's copying in a stream of 32 KiB messages (`perf
-      // record`), and the sender set the stream's pace: 7.0-7.7 GB/s with
-      // the copy, 8.1-8.2 without (ucp_am_bw 7.9).  Within a segment, the
-      // 4 KiB round trip took 0.536 us against 0.587 with the copy, 1 KiB
-      // 0.431 against 0.460, and a stream of 4 KiB messages ran at 29 GB/s
-      // against 23 (`pingpong`, 5 alternated runs, medians).  Messages
-      // from a thread that holds the request channel (never_wait) are
-      // gathered instead (post_gathered) or, below gather_minimum, copied
-      // into a send buffer.  Waiting for room, a handler would serve nothing
-      // meanwhile (progress would run handlers inside the one sending,
-      // or, inside UCX's callback, read the same message again), and a
-      // handler waiting so while it holds the runtime's lock, with its
-      // own caller, who empties this process's FIFO, waiting for that
-      // lock, could wait for ever on another process doing the same.
-      if (!never_wait)
-        return post_direct(worker, *ep, peer, to, header, {iov, count}, payload_length);
+      if (all) return post_direct(worker, *ep, peer, to, {iov, count}, total);
     }
     if (never_wait && gather_datatype_ != 0 && payload_length >= gather_minimum)
       return post_gathered(worker, *ep, peer, to, header, payload, payload_length);
@@ -888,18 +884,18 @@ status ucx_transport::post(channel from, int peer, channel to, const wire_header
   buffer->ring_peer = to == channel::request ? peer : -1;
   memcpy(buffer->data, &header, sizeof header);
   copy_after_header(buffer->data, payload);
-  if (config_.ucx_path == ucx_data_path::am) return post_am(worker, *ep, peer, buffer, total);
+  if (am) return post_am(worker, *ep, peer, buffer, total);
   return post_tag(worker, *ep, peer, to, buffer, total);
 }
 
 // Sends without waiting and, where UCX finds room at once, without a copy:
-// UCX packs the payload straight from the sender's parts (gather_pack)
-// into the receiver's FIFO.  A send that outlives the call has its parts
-// copied into its send buffer before this returns, and UCX packs what is
-// left from there: the worker is progressed only by the thread holding
-// the request channel, the one sending, so nothing is packed between the
-// call's return and the copy.  The header goes in the send buffer first,
-// as UCX 1.13 reads it until the send completes.  pingpong, whose server
+// UCX packs the header, from the send buffer, and the payload, straight
+// from the sender's parts (gather_pack), into the receiver's FIFO.  A send
+// that outlives the call has its parts copied into its send buffer, after
+// the header, before this returns, and UCX packs what is left from there:
+// the worker is progressed only by the thread holding the request channel,
+// the one sending, so nothing is packed between the call's return and the
+// copy.  pingpong, whose server
 // replies from the service thread, 9 runs alternated with the copying
 // build: 4 KiB round trips 0.781 us against 0.819, 8 KiB 0.992 against
 // 1.068, 16 KiB (in fragments) 4.99 against 5.24 (medians).
@@ -911,7 +907,7 @@ status ucx_transport::post_gathered(worker_state& worker, ucp_ep_h ep, int peer,
   if (buffer == nullptr) return no_send_buffer(total);
   buffer->ring_peer = to == channel::request ? peer : -1;
   memcpy(buffer->data, &header, sizeof header);
-  buffer->gather = {payload_length, payload.begin(), payload.size(), nullptr};
+  buffer->gather = {total, buffer->data, payload.begin(), payload.size(), nullptr};
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                         UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS;
@@ -919,11 +915,10 @@ status ucx_transport::post_gathered(worker_state& worker, ucp_ep_h ep, int peer,
   params.user_data = buffer;
   params.datatype = gather_datatype_;
   params.flags = UCP_AM_SEND_FLAG_EAGER;
-  void* request =
-      ucp_am_send_nbx(ep, am_id, buffer->data, sizeof header, &buffer->gather, 1, &params);
+  void* request = ucp_am_send_nbx(ep, am_id, nullptr, 0, &buffer->gather, 1, &params);
   if (UCS_PTR_IS_PTR(request)) {
     copy_after_header(buffer->data, payload);
-    buffer->gather.copied = buffer->data + sizeof header;
+    buffer->gather.copied = buffer->data;
     buffer->gather.parts = nullptr;
   }
   return sent_from(worker, buffer, request, "ucp_am_send_nbx", peer);
@@ -973,9 +968,7 @@ status ucx_transport::post_am(worker_state& worker, ucp_ep_h ep, int peer, send_
   params.user_data = buffer;
   params.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
   params.flags = UCP_AM_SEND_FLAG_EAGER;
-  void* request = ucp_am_send_nbx(ep, am_id, buffer->data, sizeof(wire_header),
-                                  buffer->data + sizeof(wire_header),
-                                  length - sizeof(wire_header), &params);
+  void* request = ucp_am_send_nbx(ep, am_id, nullptr, 0, buffer->data, length, &params);
   return sent_from(worker, buffer, request, "ucp_am_send_nbx", peer);
 }
 
@@ -1208,55 +1201,30 @@ void ucx_transport::handle_large(worker_state& worker, large_receive* receive) {
   delete receive;
 }
 
-ucs_status_t ucx_transport::on_am_request(void* arg, const void* header, size_t header_length,
+ucs_status_t ucx_transport::on_am_request(void* arg, const void*, size_t header_length,
                                           void* data, size_t length,
                                           const ucp_am_recv_param_t* param) {
   auto* worker = static_cast<worker_state*>(arg);
-  ucx_transport* self = worker->owner;
   wire_header parsed;
-  if (!take_header(header, header_length, data, length, param, parsed)) {
-    TMK_LOG(warn, "dropped a request with a %zu-byte header", header_length);
-    return UCS_OK;
-  }
-  if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-    if (length > self->config_.max_message) {
-      TMK_LOG(warn, "dropped a request of %zu bytes: above TMK_MAX_MESSAGE", length);
-      return UCS_OK;
-    }
-    auto* receive = new large_receive{worker, parsed};
-    receive->allocate(length);
-    ucp_request_param_t params{};
-    params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    params.cb.recv_am = &ucx_transport::on_am_data_received;
-    params.user_data = receive;
-    void* request = ucp_am_recv_data_nbx(worker->worker, data, receive->data.get(), length, &params);
-    if (UCS_PTR_IS_ERR(request)) {
-      TMK_LOG(error, "receiving a request: %s", ucs_status_string(UCS_PTR_STATUS(request)));
-      delete receive;
-    } else if (request == nullptr) {
-      worker->completed_large.push_back(receive);
-    }
+  if (!take_header(header_length, data, length, param, parsed)) {
+    TMK_LOG(warn, "dropped a malformed request (%zu bytes, a %zu-byte UCX header)", length,
+            header_length);
     return UCS_OK;
   }
   // Eager data is valid during the callback: the handler runs right here.
-  self->deliver_request(parsed, {static_cast<const std::byte*>(data), length});
+  worker->owner->deliver_request(parsed, {static_cast<const std::byte*>(data), length});
   return UCS_OK;
 }
 
-void ucx_transport::on_am_data_received(void* request, ucs_status_t code, size_t,
-                                        void* user_data) {
-  large_received(request, code, static_cast<large_receive*>(user_data));
-}
-
-ucs_status_t ucx_transport::on_am_reply(void* arg, const void* header, size_t header_length,
+ucs_status_t ucx_transport::on_am_reply(void* arg, const void*, size_t header_length,
                                         void* data, size_t length,
                                         const ucp_am_recv_param_t* param) {
-  auto* worker = static_cast<worker_state*>(arg);
-  ucx_transport* self = worker->owner;
+  ucx_transport* self = static_cast<worker_state*>(arg)->owner;
   wire_header parsed;
   void* handle = data;  // UCX's, for a lent reply
-  if (!take_header(header, header_length, data, length, param, parsed)) {
-    TMK_LOG(warn, "dropped a reply with a %zu-byte header", header_length);
+  if (!take_header(header_length, data, length, param, parsed)) {
+    TMK_LOG(warn, "dropped a malformed reply (%zu bytes, a %zu-byte UCX header)", length,
+            header_length);
     return UCS_OK;
   }
   if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0 && length >= lend_minimum &&
@@ -1264,28 +1232,9 @@ ucs_status_t ucx_transport::on_am_reply(void* arg, const void* header, size_t he
       !self->closing_ &&
       self->lend_reply(parsed, {static_cast<std::byte*>(data), length}, handle))
     return UCS_INPROGRESS;
-  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0 &&
-      self->take_reply(parsed, {static_cast<const std::byte*>(data), length}))
-    return UCS_OK;
-  std::vector<std::byte>* destination = self->reply_destination(parsed, length);
-  if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-    auto* receive = new large_receive{worker, parsed};
-    receive->destination = destination;
-    std::byte* into = destination != nullptr ? destination->data() : receive->allocate(length);
-    ucp_request_param_t params{};
-    params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    params.cb.recv_am = &ucx_transport::on_am_data_received;
-    params.user_data = receive;
-    void* request = ucp_am_recv_data_nbx(worker->worker, data, into, length, &params);
-    if (UCS_PTR_IS_ERR(request)) {
-      TMK_LOG(error, "receiving a reply: %s", ucs_status_string(UCS_PTR_STATUS(request)));
-      delete receive;
-    } else if (request == nullptr) {
-      worker->completed_large.push_back(receive);
-    }
-    return UCS_OK;
-  }
-  if (destination != nullptr) {
+  if (self->take_reply(parsed, {static_cast<const std::byte*>(data), length})) return UCS_OK;
+  // A request to the caller, a warm-up's answer, or dropped.
+  if (std::vector<std::byte>* destination = self->reply_destination(parsed, length)) {
     if (length) memcpy(destination->data(), data, length);
     self->reply_complete(parsed);
   }

@@ -94,8 +94,7 @@ class ucx_transport final : public transport {
   status sent_from(worker_state& worker, send_buffer* buffer, void* request, const char* call,
                    int peer);
   status post_direct(worker_state& worker, ucp_ep_h ep, int peer, channel to,
-                     const wire_header& header, std::span<ucp_dt_iov_t> iov,
-                     std::size_t payload_length);
+                     std::span<ucp_dt_iov_t> iov, std::size_t total);
   status post_gathered(worker_state& worker, ucp_ep_h ep, int peer, channel to,
                        const wire_header& header, parts payload, std::size_t payload_length);
   status post_am(worker_state& worker, ucp_ep_h ep, int peer, send_buffer* buffer,
@@ -119,8 +118,6 @@ class ucx_transport final : public transport {
   static void large_received(void* request, ucs_status_t code, large_receive* receive);
   static void on_large_received(void* request, ucs_status_t status,
                                 const ucp_tag_recv_info_t* info, void* user_data);
-  static void on_am_data_received(void* request, ucs_status_t status, size_t length,
-                                  void* user_data);
   worker_state& state(channel which) { return *workers_[which == channel::request ? 0 : 1]; }
   const worker_state& state(channel which) const {
     return *workers_[which == channel::request ? 0 : 1];
