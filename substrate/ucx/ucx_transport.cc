@@ -706,9 +706,9 @@ namespace {
 // read one more cache line, the last the other process's core had just
 // written (a page of the service thread's reply and the request before it:
 // 0.15-0.3 us of a 1 KiB or 4 KiB round trip of about 2, alternated runs of
-// `pingpong`), and a short message went through UCX's gathering short path
-// (uct_ep_am_short_iov; 51 more instructions a send than uct_ep_am_short,
-// callgrind of an 8-byte ping-pong).
+// `pingpong`), and UCX's short path (uct_ep_am_short_iov) gathered a
+// short message from three pieces instead of two: 51 more instructions a
+// send (callgrind of an 8-byte ping-pong).
 
 // A short message, sent at once or not at all: the header and the parts
 // copied into one contiguous buffer (11-16 instructions for an 8-byte
