@@ -759,12 +759,7 @@ bool transport::take_reply(const wire_header& header, byte_span payload) {
   pending_reply* slot = find_pending(header.sequence);
   if (slot == nullptr || slot->done.load(std::memory_order_relaxed)) return false;
   slot->payload.assign(payload.begin(), payload.end());
-  slot->done.store(true, std::memory_order_release);
-  causal_acquire();
-  if ((header.reserved[1] & uncounted_flag) == 0) {
-    count(caller_counters_.messages_received, 1);
-    count(caller_counters_.bytes_received, payload.size() + sizeof(wire_header));
-  }
+  finish_reply(*slot, header, payload.size());
   return true;
 }
 
@@ -782,12 +777,15 @@ void transport::reply_complete(const wire_header& header) {
   }
   pending_reply* slot = find_pending(header.sequence);
   if (slot == nullptr) return;
-  slot->done.store(true, std::memory_order_release);
+  finish_reply(*slot, header, slot->lent_handle != nullptr ? slot->lent.size() : slot->payload.size());
+}
+
+void transport::finish_reply(pending_reply& slot, const wire_header& header, std::size_t length) {
+  slot.done.store(true, std::memory_order_release);
   causal_acquire();
   if (header.kind == message_kind::warm_up_reply || (header.reserved[1] & uncounted_flag) != 0)
     return;
   count(caller_counters_.messages_received, 1);
-  std::size_t length = slot->lent_handle != nullptr ? slot->lent.size() : slot->payload.size();
   count(caller_counters_.bytes_received, length + sizeof(wire_header));
 }
 

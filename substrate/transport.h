@@ -467,6 +467,8 @@ class transport {
   pending_reply* slot_to_fill(std::uint32_t sequence);
   // reply_here's payload is in the slot: its caller may take it.
   void filled(pending_reply& slot);
+  // The slot's reply, of length bytes, is in place: done, and counted.
+  void finish_reply(pending_reply& slot, const wire_header& header, std::size_t length);
   // Hands a waited-for slot's payload over and frees the slot.
   void hand_over(pending_reply& slot, reply_payload& reply);
   friend class reply_payload;
